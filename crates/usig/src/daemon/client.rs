@@ -145,20 +145,30 @@ impl Usig for UsigdClient {
     }
 
     fn create_ui_for_digest(&mut self, digest: &MessageDigest) -> Result<UniqueWarrant, UsigError> {
-        let warrant = match self.create_once(digest) {
-            Ok(w) => w,
-            Err(first) if self.stream.is_some() => return Err(first),
-            Err(first) => {
-                tracing::warn!(error = %first, "usigd connection lost; reconnecting");
-                self.reconnect(RECONNECT_DEADLINE)?;
-                match self.last()? {
-                    Some((d, w)) if d == *digest && self.is_newer(&w) => w,
-                    _ => self.create_once(digest)?,
-                }
+        let deadline = Instant::now() + RECONNECT_DEADLINE;
+        let mut result = self.create_once(digest);
+        // A transport failure (usigd restarting) drops the connection; an answered error does not.
+        while result.is_err() && self.stream.is_none() && Instant::now() < deadline {
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "usigd connection lost; reconnecting");
             }
-        };
+            result = self
+                .reconnect(deadline.saturating_duration_since(Instant::now()))
+                .and_then(|()| self.recover_or_create(digest));
+        }
+        let warrant = result?;
         self.newest = Some((warrant.epoch, warrant.counter));
         Ok(warrant)
+    }
+}
+
+impl UsigdClient {
+    /// After a reconnect: the warrant of our lost request if it went through, else a new one.
+    fn recover_or_create(&mut self, digest: &MessageDigest) -> Result<UniqueWarrant, UsigError> {
+        match self.last()? {
+            Some((d, w)) if d == *digest && self.is_newer(&w) => Ok(w),
+            _ => self.create_once(digest),
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::tpm::TpmBackend;
 use crate::verify::Enrollment;
 use crate::warrant::{MessageDigest, UniqueWarrant, UsigId};
 use crate::{Usig, UsigError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -118,7 +118,9 @@ struct Shared {
     backend: Mutex<Option<UsigdBackend>>,
     stats: UsigdStats,
     stopping: AtomicBool,
-    connections: Mutex<Vec<UnixStream>>,
+    /// Open connections, so that shutdown can close them; each removes itself when it ends.
+    connections: Mutex<HashMap<u64, UnixStream>>,
+    next_connection: AtomicU64,
 }
 
 /// A running usigd.
@@ -136,7 +138,8 @@ impl Usigd {
             backend: Mutex::new(Some(backend)),
             stats: UsigdStats::default(),
             stopping: AtomicBool::new(false),
-            connections: Mutex::new(Vec::new()),
+            connections: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(0),
         });
         let mut usigd = Usigd {
             shared,
@@ -175,7 +178,7 @@ impl Usigd {
         for acceptor in self.acceptors.drain(..) {
             let _ = acceptor.join();
         }
-        for conn in lock(&self.shared.connections).drain(..) {
+        for (_, conn) in lock(&self.shared.connections).drain() {
             let _ = conn.shutdown(std::net::Shutdown::Both);
         }
         lock(&self.shared.backend).take();
@@ -232,13 +235,15 @@ fn accept_loop(listener: UnixListener, identity: UsigId, shared: Arc<Shared>) {
                 continue;
             }
         };
+        let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
         if let Ok(clone) = stream.try_clone() {
-            let mut conns = lock(&shared.connections);
-            conns.retain(|c| c.peer_addr().is_ok());
-            conns.push(clone);
+            lock(&shared.connections).insert(id, clone);
         }
         let shared = Arc::clone(&shared);
-        std::thread::spawn(move || serve(stream, identity, &shared));
+        std::thread::spawn(move || {
+            serve(stream, identity, &shared);
+            lock(&shared.connections).remove(&id);
+        });
     }
 }
 

@@ -929,6 +929,62 @@ mod tests {
             .sum()
     }
 
+    /// The attacks a compromised host would try on the AK and the PCRs directly, with the whole
+    /// TSS at hand: the restricted AK refuses to sign anything the TPM did not generate, and the
+    /// chain PCRs cannot be reset from software (which is why usigd refuses PCR 16).
+    #[test]
+    fn restricted_ak_and_static_pcrs_resist_a_host_with_the_tss() {
+        use tss_esapi::{
+            constants::tss::{TPM2_RH_NULL, TPM2_ST_HASHCHECK},
+            structures::{HashcheckTicket, MaxBuffer},
+            tss2_esys::TPMT_TK_HASHCHECK,
+        };
+        let mut f = fixture();
+        f.dev.create_ak().expect("create_ak");
+        let ak = f.dev.loaded_ak().expect("ak").handle;
+        // A fabricated quote claiming whatever PCR value the attacker likes.
+        let mut forged = TPM_GENERATED_VALUE.to_vec();
+        forged.extend_from_slice(&TPM_ST_ATTEST_QUOTE);
+        forged.extend_from_slice(&[0x42; 100]);
+        let buffer = MaxBuffer::try_from(forged.clone()).expect("buffer");
+        let (digest, ticket) = f
+            .dev
+            .ctx
+            .execute_without_session(|c| c.hash(buffer, HashingAlgorithm::Sha256, Hierarchy::Owner))
+            .expect("hash");
+        let signed = f.dev.ctx.execute_with_nullauth_session(|c| {
+            c.sign(ak, digest.clone(), SignatureScheme::Null, ticket)
+        });
+        assert!(
+            signed.is_err(),
+            "TPM_GENERATED_VALUE data gets no hashcheck ticket"
+        );
+        let null_ticket = HashcheckTicket::try_from(TPMT_TK_HASHCHECK {
+            tag: TPM2_ST_HASHCHECK,
+            hierarchy: TPM2_RH_NULL,
+            digest: Default::default(),
+        })
+        .expect("ticket");
+        let signed = f.dev.ctx.execute_with_nullauth_session(|c| {
+            c.sign(ak, digest, SignatureScheme::Null, null_ticket)
+        });
+        assert!(signed.is_err(), "a restricted key signs no external digest");
+
+        f.dev.pcr_extend(8, &[1; 32]).expect("extend");
+        let reset = f
+            .dev
+            .ctx
+            .execute_with_nullauth_session(|c| c.pcr_reset(PcrHandle::Pcr8));
+        assert!(reset.is_err(), "PCR 8 cannot be reset from locality 0");
+        assert_ne!(f.dev.pcr_read(8).expect("read"), [0; 32]);
+        f.dev.pcr_extend(16, &[1; 32]).expect("extend");
+        f.dev
+            .ctx
+            .execute_with_nullauth_session(|c| c.pcr_reset(PcrHandle::Pcr16))
+            .expect("PCR 16 is resettable, so it must never hold a chain");
+        assert_eq!(f.dev.pcr_read(16).expect("read"), [0; 32]);
+    }
+
     #[test]
     fn operations_needing_the_ak_fail_cleanly_without_one() {
         let mut f = fixture();
