@@ -85,7 +85,7 @@ fn crash_and_restart(tcti: Option<&str>) {
     let mut verifier = OrderedVerifier::new(Directory::from_records(&records).unwrap(), 64);
 
     // A second process keeps B busy on the same TPM while A is being crashed.
-    let mut b_load = cloudbft()
+    let b_load = cloudbft()
         .args(["usig", "warrant", "--identity", "42", "--socket"])
         .arg(socket(dir.path(), B))
         .args((0..20).map(|i| format!("b{i}")))
