@@ -12,6 +12,11 @@
 //! against a signing key of the endorsement hierarchy, whose attests carry the
 //! true counters ([`TpmDevice::epoch`]).
 //!
+//! Every command authorises with a plain password session (the keys' and
+//! PCRs' auth values are empty): nothing here is secret, and an HMAC session
+//! with parameter encryption per command, as tss-esapi's nullauth helper
+//! starts, would cost three extra TPM round trips and several hashes.
+//!
 //! Without a resource manager (swtpm direct, `/dev/tpm0`) transient objects
 //! and sessions outlive our connection, so [`TpmDevice::connect`] flushes
 //! whatever a previous (crashed) user left behind. That is only safe because
@@ -32,6 +37,7 @@ use tss_esapi::{
         algorithm::{HashingAlgorithm, PublicAlgorithm},
         ecc::EccCurve,
         resource_handles::Hierarchy,
+        session_handles::AuthSession,
     },
     structures::{
         Attest, CapabilityData, Data, Digest, DigestValues, EccPoint, EccScheme, HashScheme,
@@ -171,7 +177,7 @@ impl TpmDevice {
         let template = signing_key_template()?;
         let (public, private) = self.with_srk(|ctx, srk| {
             let created = ctx
-                .execute_with_nullauth_session(|ctx| {
+                .execute_with_session(Some(AuthSession::Password), |ctx| {
                     ctx.create(srk, template, None, None, None, None)
                 })
                 .map_err(cmd("create AK"))?;
@@ -233,7 +239,7 @@ impl TpmDevice {
         let template = signing_key_template()?;
         let key = self
             .ctx
-            .execute_with_nullauth_session(|ctx| {
+            .execute_with_session(Some(AuthSession::Password), |ctx| {
                 ctx.create_primary(Hierarchy::Endorsement, template, None, None, None, None)
             })
             .map_err(cmd("create endorsement signing primary"))?
@@ -281,7 +287,9 @@ impl TpmDevice {
         let digest = Digest::try_from(digest.as_slice()).map_err(cmd("PCR_Extend"))?;
         values.set(HashingAlgorithm::Sha256, digest);
         self.ctx
-            .execute_with_nullauth_session(|ctx| ctx.pcr_extend(handle, values))
+            .execute_with_session(Some(AuthSession::Password), |ctx| {
+                ctx.pcr_extend(handle, values)
+            })
             .map_err(cmd("PCR_Extend"))
     }
 
@@ -318,7 +326,7 @@ impl TpmDevice {
     ) -> Result<(Attest, Signature), TpmError> {
         let data = Data::try_from(qualifying_data.as_slice()).map_err(cmd("Quote"))?;
         self.ctx
-            .execute_with_nullauth_session(|ctx| {
+            .execute_with_session(Some(AuthSession::Password), |ctx| {
                 ctx.quote(key, data, SignatureScheme::Null, selection)
             })
             .map_err(cmd("Quote"))
@@ -357,7 +365,7 @@ impl TpmDevice {
         let template = srk_template()?;
         let srk = self
             .ctx
-            .execute_with_nullauth_session(|ctx| {
+            .execute_with_session(Some(AuthSession::Password), |ctx| {
                 ctx.create_primary(Hierarchy::Owner, template, None, None, None, None)
             })
             .map_err(cmd("create SRK primary"))?
@@ -369,8 +377,10 @@ impl TpmDevice {
 
     fn load_parsed_ak(&mut self, public: Public, private: Private) -> Result<(), TpmError> {
         let handle = self.with_srk(|ctx, srk| {
-            ctx.execute_with_nullauth_session(|ctx| ctx.load(srk, private, public))
-                .map_err(cmd("load AK"))
+            ctx.execute_with_session(Some(AuthSession::Password), |ctx| {
+                ctx.load(srk, private, public)
+            })
+            .map_err(cmd("load AK"))
         })?;
         let loaded = self.describe_ak(handle);
         if loaded.is_err() {

@@ -7,8 +7,9 @@
 //!
 //! The TCTI talks to the TPM on `port` and to the control channel on `port+1`.
 //! To be safe with tests running in parallel we bind the control listener
-//! ourselves (port `Q`, chosen by the kernel) and hand it to swtpm as its
-//! stdin (`--ctrl type=tcp,fd=0`); swtpm binds the data port `Q-1` itself.
+//! ourselves (port `Q = P + 1` for a random even `P` outside the ephemeral
+//! range, see [`bind_ctrl_listener`]) and hand it to swtpm as its stdin
+//! (`--ctrl type=tcp,fd=0`); swtpm binds the data port `P = Q-1` itself.
 //! swtpm binds its data port before it serves the control channel, so once our
 //! own control listener answers, the data port is known to belong to our
 //! child and not to some other process. If `Q-1` is taken swtpm exits with
@@ -110,7 +111,7 @@ impl Swtpm {
     /// Starts swtpm with its state in `state_dir` (created if missing) and
     /// returns once the TPM answers a command.
     ///
-    /// Listens on 127.0.0.1 only, on kernel-chosen ports (see module docs for
+    /// Listens on 127.0.0.1 only, on randomly chosen ports (see module docs for
     /// why not unix sockets). swtpm's log and stderr go to
     /// `state_dir/swtpm.log`.
     pub fn start(state_dir: &Path) -> Result<Self, SwtpmError> {
@@ -226,23 +227,33 @@ fn launch_on_fresh_ports(state_dir: &Path) -> Result<(TcpListener, u16, Child), 
     })
 }
 
-/// Binds the control listener on a kernel-chosen port `Q` with `Q-1` usable.
+/// Binds the control listener on `Q = P + 1` for a random even data port `P` below the kernel's
+/// ephemeral range (32768 and up on Linux). Outside that range no outgoing connection (the
+/// swtpm TCTI opens one per command) can be holding `P`; with `P` even, the pairs of parallel
+/// swtpm instances never overlap, and a pair in use fails our bind of `Q` and is skipped.
 fn bind_ctrl_listener() -> Result<(TcpListener, u16), SwtpmError> {
-    for _ in 0..PORT_ATTEMPTS {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(io_err("cannot bind swtpm control listener on 127.0.0.1"))?;
-        let port = listener
-            .local_addr()
-            .map_err(io_err("cannot read control listener address"))?
-            .port();
-        if port > 1025 {
-            return Ok((listener, port - 1));
+    const LOW: u64 = 10_000;
+    const PAIRS: u64 = (32_766 - LOW) / 2;
+    let mut last_error = None;
+    for _ in 0..PORT_ATTEMPTS * 4 {
+        let data_port = (LOW + 2 * (random() % PAIRS)) as u16;
+        match TcpListener::bind((Ipv4Addr::LOCALHOST, data_port + 1)) {
+            Ok(listener) => return Ok((listener, data_port)),
+            Err(e) => last_error = Some(e),
         }
     }
     Err(SwtpmError::Io {
-        what: "kernel keeps choosing privileged control ports".into(),
-        source: io::Error::from(io::ErrorKind::AddrNotAvailable),
+        what: "cannot bind a swtpm control port on 127.0.0.1 (all tried ports busy)".into(),
+        source: last_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)),
     })
+}
+
+/// A random number from the standard library's randomly keyed hasher.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 /// One launch: spawn swtpm on `data_port` with our control listener, wait for it.
