@@ -197,6 +197,29 @@ impl UniqueWarrant {
     }
 }
 
+/// Warrants travel inside protocol messages as their canonical encoding.
+impl serde::Serialize for UniqueWarrant {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&self.to_bytes())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for UniqueWarrant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = UniqueWarrant;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a canonically encoded unique warrant")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<UniqueWarrant, E> {
+                UniqueWarrant::from_bytes(v).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_bytes(Bytes)
+    }
+}
+
 /// Bounds-checked reader over hostile bytes.
 pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
@@ -341,6 +364,12 @@ mod tests {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = UniqueWarrant::from_bytes(&bytes);
+        }
+
+        #[test]
+        fn serde_carries_the_canonical_encoding(w in arb_warrant()) {
+            let bytes = wire::encode(&w).unwrap();
+            prop_assert_eq!(wire::decode::<UniqueWarrant>(&bytes).unwrap(), w);
         }
     }
 

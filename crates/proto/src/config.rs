@@ -1,0 +1,391 @@
+//! The cluster configuration (TOML), validated with errors that name the field and the fix.
+//!
+//! It is what every node and gateway loads: who the primary candidates, group replicas and
+//! database nodes are, where they listen, on which physical machine they run, their public keys
+//! and USIG enrollments, and which partitions each group serves.
+
+use crate::crypto::PublicKey;
+use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use usig::{Directory, Enrollment, EnrollmentRecord, UsigId};
+
+/// The whole cluster configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Byzantine faults tolerated per group and among the database nodes.
+    pub f: usize,
+    pub config_epoch: u64,
+    /// Number of data partitions, numbered from 0.
+    pub partitions: u32,
+    /// "soft" or "tpm": what every USIG identity must be enrolled as.
+    pub usig: String,
+    #[serde(rename = "primary")]
+    pub primaries: Vec<NodeConfig>,
+    #[serde(rename = "group")]
+    pub groups: Vec<GroupConfig>,
+    #[serde(rename = "replica")]
+    pub replicas: Vec<ReplicaConfig>,
+    #[serde(rename = "dbnode")]
+    pub db_nodes: Vec<DbNodeConfig>,
+    #[serde(rename = "client", default)]
+    pub clients: Vec<ClientConfig>,
+    #[serde(rename = "usig_enrollment", default)]
+    pub enrollments: Vec<EnrollmentRecord>,
+}
+
+/// A primary candidate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    pub id: u32,
+    /// host:port the node listens on.
+    pub addr: String,
+    /// The physical machine (failure domain) the node runs on.
+    pub machine: String,
+    pub usig: u64,
+    pub public_key: String,
+}
+
+/// A group and the partitions it serves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    pub id: u32,
+    pub partitions: Vec<PartitionId>,
+}
+
+/// A group replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaConfig {
+    pub id: u32,
+    pub group: u32,
+    pub addr: String,
+    pub machine: String,
+    pub usig: u64,
+    pub public_key: String,
+}
+
+/// A database node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbNodeConfig {
+    pub id: u32,
+    pub addr: String,
+    pub machine: String,
+    /// sqlx URL of this node's own database.
+    pub database: String,
+    pub public_key: String,
+}
+
+/// A client identity (a gateway slot or a load driver terminal).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    pub id: u64,
+    pub public_key: String,
+}
+
+/// A configuration mistake.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: String,
+        source: toml::de::Error,
+    },
+    #[error("{field}: {fix}")]
+    Invalid { field: String, fix: String },
+}
+
+fn invalid(field: impl Into<String>, fix: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        fix: fix.into(),
+    }
+}
+
+/// A validated configuration with the lookups the roles need.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub config: ClusterConfig,
+    pub directory: Directory,
+    keys: BTreeMap<NodeId, PublicKey>,
+    client_keys: BTreeMap<ClientId, PublicKey>,
+    partition_group: BTreeMap<PartitionId, GroupId>,
+}
+
+impl Cluster {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let config = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: shown,
+            source,
+        })?;
+        Self::new(config)
+    }
+
+    /// Validates a configuration.
+    pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
+        let n = 2 * config.f + 1;
+        let directory = Directory::from_records(&config.enrollments)
+            .map_err(|e| invalid(format!("usig_enrollment (id {})", e.id), e.to_string()))?;
+        let mut keys = BTreeMap::new();
+        let mut usigs = BTreeSet::new();
+        let usig_nodes = config
+            .primaries
+            .iter()
+            .map(|p| ("primary", p.id, p.usig, &p.public_key))
+            .chain(
+                config
+                    .replicas
+                    .iter()
+                    .map(|r| ("replica", r.id, r.usig, &r.public_key)),
+            );
+        for (role, id, usig, key) in usig_nodes {
+            check_enrolled(&config, &directory, role, id, usig, &mut usigs)?;
+            insert_key(&mut keys, role, id, key)?;
+        }
+        for db in &config.db_nodes {
+            insert_key(&mut keys, "dbnode", db.id, &db.public_key)?;
+        }
+        if config.primaries.is_empty() {
+            return Err(invalid("primary", "add at least one [[primary]] candidate"));
+        }
+        let partition_group = check_groups(&config, n, &directory)?;
+        distinct_machines(
+            "dbnode",
+            config.db_nodes.iter().map(|d| (d.id, &d.machine)),
+            n,
+        )?;
+        let mut client_keys = BTreeMap::new();
+        for c in &config.clients {
+            let key = PublicKey::from_hex(&c.public_key).ok_or_else(|| {
+                invalid(
+                    format!("client {}.public_key", c.id),
+                    "must be 32 bytes in hex",
+                )
+            })?;
+            if client_keys.insert(ClientId(c.id), key).is_some() {
+                return Err(invalid(format!("client {}.id", c.id), "is used twice"));
+            }
+        }
+        Ok(Cluster {
+            config,
+            directory,
+            keys,
+            client_keys,
+            partition_group,
+        })
+    }
+
+    /// A node's public key.
+    pub fn node_key(&self, node: NodeId) -> Option<&PublicKey> {
+        self.keys.get(&node)
+    }
+
+    /// A client's public key.
+    pub fn client_key(&self, client: ClientId) -> Option<&PublicKey> {
+        self.client_keys.get(&client)
+    }
+
+    /// The group serving a partition.
+    pub fn group_of(&self, partition: PartitionId) -> Option<GroupId> {
+        self.partition_group.get(&partition).copied()
+    }
+
+    /// The members of a group, in id order.
+    pub fn members(&self, group: GroupId) -> impl Iterator<Item = &ReplicaConfig> {
+        self.config
+            .replicas
+            .iter()
+            .filter(move |r| r.group == group.0)
+    }
+
+    /// The configuration epoch.
+    pub fn epoch(&self) -> ConfigEpoch {
+        ConfigEpoch(self.config.config_epoch)
+    }
+
+    /// The USIG identity of a primary candidate or replica.
+    pub fn usig_of(&self, node: NodeId) -> Option<UsigId> {
+        let primary = self
+            .config
+            .primaries
+            .iter()
+            .find(|p| p.id == node.0)
+            .map(|p| p.usig);
+        let replica = self
+            .config
+            .replicas
+            .iter()
+            .find(|r| r.id == node.0)
+            .map(|r| r.usig);
+        primary.or(replica).map(UsigId)
+    }
+}
+
+fn insert_key(
+    keys: &mut BTreeMap<NodeId, PublicKey>,
+    role: &str,
+    id: u32,
+    hex: &str,
+) -> Result<(), ConfigError> {
+    let key = PublicKey::from_hex(hex).ok_or_else(|| {
+        invalid(
+            format!("{role} {id}.public_key"),
+            "must be 32 bytes in hex, as `cloudbft keygen` writes it",
+        )
+    })?;
+    if keys.insert(NodeId(id), key).is_some() {
+        return Err(invalid(
+            format!("{role} {id}.id"),
+            "is used by another node",
+        ));
+    }
+    Ok(())
+}
+
+fn check_enrolled(
+    config: &ClusterConfig,
+    directory: &Directory,
+    role: &str,
+    id: u32,
+    usig: u64,
+    seen: &mut BTreeSet<u64>,
+) -> Result<(), ConfigError> {
+    let field = format!("{role} {id}.usig");
+    if !seen.insert(usig) {
+        return Err(invalid(
+            field,
+            "is used by another node; every node needs its own USIG identity",
+        ));
+    }
+    let kind_ok = match (directory.get(UsigId(usig)), config.usig.as_str()) {
+        (Some(Enrollment::Soft { .. }), "soft") | (Some(Enrollment::Tpm { .. }), "tpm") => true,
+        (None, _) => {
+            return Err(invalid(
+                field,
+                format!("usig#{usig} has no [[usig_enrollment]]; add the record `cloudbft usigd enroll` prints"),
+            ))
+        }
+        _ => false,
+    };
+    if !kind_ok {
+        return Err(invalid(
+            field,
+            format!("usig#{usig} is not enrolled as usig = {:?}", config.usig),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks groups: 2f+1 members each on distinct machines (and distinct TPMs), every partition
+/// served by exactly one group. Returns the partition → group map.
+fn check_groups(
+    config: &ClusterConfig,
+    n: usize,
+    directory: &Directory,
+) -> Result<BTreeMap<PartitionId, GroupId>, ConfigError> {
+    if config.usig != "soft" && config.usig != "tpm" {
+        return Err(invalid("usig", "must be \"soft\" or \"tpm\""));
+    }
+    let mut partition_group = BTreeMap::new();
+    for group in &config.groups {
+        for &p in &group.partitions {
+            if p >= config.partitions {
+                return Err(invalid(
+                    format!("group {}.partitions", group.id),
+                    format!(
+                        "partition {p} does not exist (partitions = {})",
+                        config.partitions
+                    ),
+                ));
+            }
+            if partition_group.insert(p, GroupId(group.id)).is_some() {
+                return Err(invalid(
+                    format!("group {}.partitions", group.id),
+                    format!("partition {p} is served by two groups; give it to one"),
+                ));
+            }
+        }
+        let members: Vec<&ReplicaConfig> = config
+            .replicas
+            .iter()
+            .filter(|r| r.group == group.id)
+            .collect();
+        distinct_machines(
+            &format!("group {} replica", group.id),
+            members.iter().map(|r| (r.id, &r.machine)),
+            n,
+        )?;
+        let mut tpms = BTreeSet::new();
+        for r in &members {
+            if let Some(Enrollment::Tpm { tpm_identity, .. }) = directory.get(UsigId(r.usig)) {
+                if !tpms.insert(*tpm_identity) {
+                    return Err(invalid(
+                        format!("replica {}.usig", r.id),
+                        "shares a TPM with another member of its group: members must be on distinct physical machines",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(missing) = (0..config.partitions).find(|p| !partition_group.contains_key(p)) {
+        return Err(invalid(
+            "group",
+            format!("partition {missing} is served by no group; add it to one group's partitions"),
+        ));
+    }
+    if let Some(r) = config
+        .replicas
+        .iter()
+        .find(|r| !config.groups.iter().any(|g| g.id == r.group))
+    {
+        return Err(invalid(
+            format!("replica {}.group", r.id),
+            format!("group {} is not defined", r.group),
+        ));
+    }
+    Ok(partition_group)
+}
+
+fn distinct_machines<'a>(
+    what: &str,
+    members: impl Iterator<Item = (u32, &'a String)>,
+    n: usize,
+) -> Result<(), ConfigError> {
+    let members: Vec<_> = members.collect();
+    if members.len() != n {
+        return Err(invalid(
+            what,
+            format!(
+                "has {} members; with f it needs exactly 2f+1 = {n}",
+                members.len()
+            ),
+        ));
+    }
+    let mut machines = BTreeSet::new();
+    for (id, machine) in members {
+        if !machines.insert(machine) {
+            return Err(invalid(
+                format!("{what} {id}.machine"),
+                format!("{machine} already hosts another member: place each member on a distinct machine"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,433 @@
+//! The protocol messages of `docs/protocol.md`, their signed and warranted byte strings, and the
+//! envelope that carries them on the wire.
+
+use crate::crypto::{PublicKey, Signature, SigningKey};
+use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
+use serde::{Deserialize, Serialize};
+use usig::{MessageDigest, UniqueWarrant};
+
+/// Version written in every envelope; a peer speaking another version is refused.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// A client's request. `timestamp` is the client's own increasing request number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    pub client: ClientId,
+    pub timestamp: u64,
+    /// The partitions the operation declares it touches.
+    pub partitions: Vec<PartitionId>,
+    /// The application's encoding of the operation.
+    pub operation: Vec<u8>,
+    pub signature: Signature,
+}
+
+impl Request {
+    const DOMAIN: &'static [u8] = b"cloudbft/request/v1";
+
+    /// A request signed by `key`.
+    pub fn signed(
+        client: ClientId,
+        timestamp: u64,
+        partitions: Vec<PartitionId>,
+        operation: Vec<u8>,
+        key: &SigningKey,
+    ) -> Self {
+        let mut request = Request {
+            client,
+            timestamp,
+            partitions,
+            operation,
+            signature: Signature([0; 64]),
+        };
+        request.signature = key.sign(Self::DOMAIN, &request.signed_bytes());
+        request
+    }
+
+    fn signed_bytes(&self) -> Vec<u8> {
+        canonical(&(
+            self.client,
+            self.timestamp,
+            &self.partitions,
+            &self.operation,
+        ))
+    }
+
+    /// True when the client's key signed this request.
+    pub fn verify(&self, client_key: &PublicKey) -> bool {
+        client_key.verify(Self::DOMAIN, &self.signed_bytes(), &self.signature)
+    }
+}
+
+/// One request of a PREPARE batch and the group that executes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrepareEntry {
+    pub group: GroupId,
+    pub request: Request,
+}
+
+/// The primary's ordered batch, certified by one unique warrant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepare {
+    pub view: View,
+    pub config_epoch: ConfigEpoch,
+    pub primary: NodeId,
+    pub entries: Vec<PrepareEntry>,
+    /// The primary's warrant over [`Prepare::warranted_bytes`].
+    pub ui: UniqueWarrant,
+}
+
+impl Prepare {
+    /// What the primary's USIG warrants: everything but the warrant itself.
+    pub fn warranted_bytes(
+        view: View,
+        config_epoch: ConfigEpoch,
+        primary: NodeId,
+        entries: &[PrepareEntry],
+    ) -> Vec<u8> {
+        canonical(&(b"cloudbft/prepare/v1", view, config_epoch, primary, entries))
+    }
+
+    /// This PREPARE's warranted bytes.
+    pub fn own_warranted_bytes(&self) -> Vec<u8> {
+        Self::warranted_bytes(self.view, self.config_epoch, self.primary, &self.entries)
+    }
+
+    /// Identifies this exact warranted PREPARE (its fields and the primary's warrant).
+    pub fn digest(&self) -> MessageDigest {
+        let mut bytes = self.own_warranted_bytes();
+        bytes.extend_from_slice(&self.ui.to_bytes());
+        MessageDigest::of(&bytes)
+    }
+}
+
+/// A group member's agreement to a PREPARE, certified by its own unique warrant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    pub view: View,
+    pub replica: NodeId,
+    pub prepare: Prepare,
+    /// The replica's warrant over [`Commit::warranted_bytes`].
+    pub ui: UniqueWarrant,
+}
+
+impl Commit {
+    /// What the replica's USIG warrants: view, replica and the PREPARE's digest.
+    pub fn warranted_bytes(view: View, replica: NodeId, prepare: &Prepare) -> Vec<u8> {
+        canonical(&(b"cloudbft/commit/v1", view, replica, prepare.digest().0))
+    }
+}
+
+/// A decided operation: its global order, its position on each partition it holds, and the
+/// client's request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
+    pub order: u64,
+    /// Sorted by partition; every partition of the configuration for a multi-partition request.
+    pub positions: Vec<(PartitionId, u64)>,
+    pub request: Request,
+}
+
+/// A group member's decided operations for the database nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitDb {
+    pub config_epoch: ConfigEpoch,
+    pub group: GroupId,
+    pub replica: NodeId,
+    pub executions: Vec<Execution>,
+    pub signature: Signature,
+}
+
+/// A database node's results for executed orders.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyCommitDb {
+    pub db_node: NodeId,
+    /// (order, canonical result bytes).
+    pub results: Vec<(u64, Vec<u8>)>,
+    pub signature: Signature,
+}
+
+/// A group member's page for a client's request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub view: View,
+    pub group: GroupId,
+    pub replica: NodeId,
+    pub client: ClientId,
+    pub timestamp: u64,
+    /// The rendered HTML page.
+    pub page: Vec<u8>,
+    pub signature: Signature,
+}
+
+/// Implements signing for a node-authenticated message whose last field is `signature`.
+macro_rules! node_signed {
+    ($ty:ident, $domain:literal, |$m:ident| $fields:expr) => {
+        impl $ty {
+            const DOMAIN: &'static [u8] = $domain;
+
+            fn signed_bytes(&self) -> Vec<u8> {
+                let $m = self;
+                canonical(&$fields)
+            }
+
+            /// Signs the message with the sending node's key.
+            pub fn sign(mut self, key: &SigningKey) -> Self {
+                self.signature = key.sign(Self::DOMAIN, &self.signed_bytes());
+                self
+            }
+
+            /// True when the holder of `key` signed exactly this message.
+            pub fn verify(&self, key: &PublicKey) -> bool {
+                key.verify(Self::DOMAIN, &self.signed_bytes(), &self.signature)
+            }
+        }
+    };
+}
+
+node_signed!(CommitDb, b"cloudbft/commit-db/v1", |m| (
+    m.config_epoch,
+    m.group,
+    m.replica,
+    &m.executions
+));
+node_signed!(ReplyCommitDb, b"cloudbft/reply-commit-db/v1", |m| (
+    m.db_node, &m.results
+));
+node_signed!(Reply, b"cloudbft/reply/v1", |m| (
+    m.view,
+    m.group,
+    m.replica,
+    m.client,
+    m.timestamp,
+    &m.page
+));
+
+/// Every message a cloudbft node sends or receives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    Request(Request),
+    Prepare(Prepare),
+    Commit(Commit),
+    CommitDb(CommitDb),
+    ReplyCommitDb(ReplyCommitDb),
+    Reply(Reply),
+}
+
+/// What travels in one frame: the protocol version and one message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub version: u16,
+    pub message: Message,
+}
+
+/// Why bytes are not an envelope we accept.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error(transparent)]
+    Codec(#[from] wire::CodecError),
+    #[error("protocol version {0} is not {PROTOCOL_VERSION}; upgrade the older node")]
+    Version(u16),
+}
+
+impl Envelope {
+    /// Encodes `message` in the current protocol version.
+    pub fn encode(message: &Message) -> Vec<u8> {
+        canonical(&(PROTOCOL_VERSION, message))
+    }
+
+    /// Decodes one envelope, refusing other protocol versions.
+    pub fn decode(bytes: &[u8]) -> Result<Message, EnvelopeError> {
+        let envelope: Envelope = wire::decode(bytes)?;
+        if envelope.version != PROTOCOL_VERSION {
+            return Err(EnvelopeError::Version(envelope.version));
+        }
+        Ok(envelope.message)
+    }
+}
+
+/// The canonical encoding of in-memory values (postcard cannot fail on these types).
+fn canonical<T: Serialize>(value: &T) -> Vec<u8> {
+    wire::encode(value).expect("postcard encodes plain data into a Vec")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use usig::soft::SoftUsig;
+    use usig::{Directory, Enrollment, Epoch, Usig, UsigId};
+
+    fn request(ts: u64) -> Request {
+        Request::signed(
+            ClientId(3),
+            ts,
+            vec![1],
+            b"op".to_vec(),
+            &SigningKey::from_seed([3; 32]),
+        )
+    }
+
+    #[test]
+    fn request_signature_covers_every_field() {
+        let key = SigningKey::from_seed([3; 32]).public_key();
+        let r = request(9);
+        assert!(r.verify(&key));
+        let tampered = [
+            Request {
+                client: ClientId(4),
+                ..r.clone()
+            },
+            Request {
+                timestamp: 10,
+                ..r.clone()
+            },
+            Request {
+                partitions: vec![2],
+                ..r.clone()
+            },
+            Request {
+                operation: b"oq".to_vec(),
+                ..r.clone()
+            },
+        ];
+        for t in tampered {
+            assert!(!t.verify(&key), "{t:?}");
+        }
+    }
+
+    fn prepare() -> (Prepare, Directory) {
+        let mut usig = SoftUsig::in_memory(UsigId(100), [7; 32], Epoch(1));
+        let entries = vec![PrepareEntry {
+            group: GroupId(0),
+            request: request(1),
+        }];
+        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries);
+        let ui = usig.create_ui(&bytes).unwrap();
+        let mut dir = Directory::new();
+        dir.enroll(
+            UsigId(100),
+            Enrollment::Soft {
+                public_key: usig.public_key(),
+            },
+        );
+        let p = Prepare {
+            view: View(0),
+            config_epoch: ConfigEpoch(1),
+            primary: NodeId(0),
+            entries,
+            ui,
+        };
+        (p, dir)
+    }
+
+    #[test]
+    fn prepare_warrant_covers_view_epoch_and_entries() {
+        let (p, dir) = prepare();
+        assert!(dir
+            .verify_ui(UsigId(100), &p.own_warranted_bytes(), &p.ui)
+            .is_ok());
+        let later = Prepare {
+            view: View(1),
+            ..p.clone()
+        };
+        assert!(dir
+            .verify_ui(UsigId(100), &later.own_warranted_bytes(), &later.ui)
+            .is_err());
+        let mut other = p.clone();
+        other.entries[0].group = GroupId(1);
+        assert!(dir
+            .verify_ui(UsigId(100), &other.own_warranted_bytes(), &other.ui)
+            .is_err());
+        assert_ne!(p.digest(), other.digest());
+    }
+
+    #[test]
+    fn node_signatures_cover_every_field() {
+        let key = SigningKey::from_seed([8; 32]);
+        let pk = key.public_key();
+        let (p, _) = prepare();
+        let cdb = CommitDb {
+            config_epoch: ConfigEpoch(1),
+            group: GroupId(0),
+            replica: NodeId(10),
+            executions: vec![Execution {
+                order: 1,
+                positions: vec![(1, 1)],
+                request: p.entries[0].request.clone(),
+            }],
+            signature: Signature([0; 64]),
+        }
+        .sign(&key);
+        assert!(cdb.verify(&pk));
+        assert!(!CommitDb {
+            replica: NodeId(11),
+            ..cdb.clone()
+        }
+        .verify(&pk));
+        let mut moved = cdb.clone();
+        moved.executions[0].positions[0].1 = 2;
+        assert!(!moved.verify(&pk));
+        let reply = Reply {
+            view: View(0),
+            group: GroupId(0),
+            replica: NodeId(10),
+            client: ClientId(3),
+            timestamp: 1,
+            page: b"<p>ok</p>".to_vec(),
+            signature: Signature([0; 64]),
+        }
+        .sign(&key);
+        assert!(reply.verify(&pk));
+        assert!(!Reply {
+            page: b"<p>no</p>".to_vec(),
+            ..reply.clone()
+        }
+        .verify(&pk));
+        let rcdb = ReplyCommitDb {
+            db_node: NodeId(20),
+            results: vec![(1, vec![1])],
+            signature: Signature([0; 64]),
+        }
+        .sign(&key);
+        assert!(rcdb.verify(&pk));
+        assert!(!ReplyCommitDb {
+            results: vec![(1, vec![2])],
+            ..rcdb
+        }
+        .verify(&pk));
+    }
+
+    #[test]
+    fn envelopes_round_trip_and_refuse_other_versions() {
+        let (p, _) = prepare();
+        let message = Message::Prepare(p);
+        let bytes = Envelope::encode(&message);
+        assert_eq!(Envelope::decode(&bytes).unwrap(), message);
+        let other = wire::encode(&Envelope {
+            version: 2,
+            message,
+        })
+        .unwrap();
+        assert!(matches!(
+            Envelope::decode(&other),
+            Err(EnvelopeError::Version(2))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_and_truncations_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Envelope::decode(&bytes);
+            let (p, _) = prepare();
+            let good = Envelope::encode(&Message::Commit(Commit {
+                view: View(0),
+                replica: NodeId(1),
+                ui: p.ui.clone(),
+                prepare: p,
+            }));
+            for cut in 0..good.len() {
+                prop_assert!(Envelope::decode(&good[..cut]).is_err());
+            }
+        }
+    }
+}
