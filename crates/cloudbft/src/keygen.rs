@@ -1,0 +1,240 @@
+//! `cloudbft keygen`: keys, USIG enrollments and the cluster configuration for a cluster laid out
+//! on the minimum number of machines (the paper's 2f+2): the primary alone on machine m0, and on
+//! each of the machines m1..m(2f+1) one replica of every group and one database node.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use proto::config::{
+    ClientConfig, Cluster, ClusterConfig, DbNodeConfig, GroupConfig, NodeConfig, ReplicaConfig,
+};
+use proto::SigningKey;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use usig::daemon::config::{IdentityConfig, TpmConfig};
+use usig::daemon::server::UsigdBackend;
+use usig::daemon::UsigdConfig;
+use usig::tpm::swtpm::Swtpm;
+use usig::UsigId;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UsigMode {
+    /// Ed25519 keys in usigd (development only).
+    Soft,
+    /// A TPM per machine: a software TPM (swtpm) per simulated machine here.
+    Tpm,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DbKind {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Directory for keys, usigd state and cluster.toml (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Byzantine faults tolerated per group and among database nodes.
+    #[arg(long, default_value_t = 1)]
+    pub f: usize,
+    /// Number of groups of 2f+1 replicas.
+    #[arg(long, default_value_t = 2)]
+    pub groups: u32,
+    /// Number of data partitions (spread over the groups round-robin).
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u32,
+    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
+    pub usig: UsigMode,
+    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
+    pub db: DbKind,
+    /// Base URL of the PostgreSQL server with --db postgres (each node gets its own database).
+    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
+    pub postgres: String,
+    /// First TCP port; nodes listen on consecutive ports from here on 127.0.0.1.
+    #[arg(long, default_value_t = 7100)]
+    pub base_port: u16,
+    /// Client identities to create (gateway slots and load-driver terminals).
+    #[arg(long, default_value_t = 16)]
+    pub clients: u64,
+}
+
+/// Machine name of the k-th machine (m0 hosts the primary).
+fn machine(k: usize) -> String {
+    format!("m{k}")
+}
+
+/// Writes everything and returns the path of cluster.toml.
+pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
+    if args.groups == 0 || args.partitions < args.groups {
+        bail!(
+            "--partitions ({}) must be at least --groups ({}), and --groups at least 1",
+            args.partitions,
+            args.groups
+        );
+    }
+    let out = &args.out;
+    fs::create_dir_all(out.join("keys")).with_context(|| format!("creating {}", out.display()))?;
+    let n = 2 * args.f + 1;
+    let mut port = args.base_port;
+    let mut next_addr = || {
+        port += 1;
+        format!("127.0.0.1:{}", port - 1)
+    };
+    let mut config = ClusterConfig {
+        f: args.f,
+        config_epoch: 1,
+        partitions: args.partitions,
+        usig: match args.usig {
+            UsigMode::Soft => "soft".into(),
+            UsigMode::Tpm => "tpm".into(),
+        },
+        primaries: Vec::new(),
+        groups: Vec::new(),
+        replicas: Vec::new(),
+        db_nodes: Vec::new(),
+        clients: Vec::new(),
+        enrollments: Vec::new(),
+    };
+    // usigd identities per machine: (node id, usig id).
+    let mut hosted: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n + 1];
+    config.primaries.push(NodeConfig {
+        id: 0,
+        addr: next_addr(),
+        machine: machine(0),
+        usig: 1000,
+        public_key: new_key(out, "node-0")?,
+    });
+    hosted[0].push((0, 1000));
+    for g in 0..args.groups {
+        config.groups.push(GroupConfig {
+            id: g,
+            partitions: (0..args.partitions)
+                .filter(|p| p % args.groups == g)
+                .collect(),
+        });
+        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1) {
+            let id = 100 + g * 100 + k as u32;
+            let usig = 1000 + u64::from(id);
+            config.replicas.push(ReplicaConfig {
+                id,
+                group: g,
+                addr: next_addr(),
+                machine: machine(k),
+                usig,
+                public_key: new_key(out, &format!("node-{id}"))?,
+            });
+            machine_identities.push((id, usig));
+        }
+    }
+    for k in 1..=n {
+        let id = 10 + k as u32;
+        config.db_nodes.push(DbNodeConfig {
+            id,
+            addr: next_addr(),
+            machine: machine(k),
+            database: match args.db {
+                DbKind::Sqlite => format!(
+                    "sqlite:{}?mode=rwc",
+                    out.join(format!("db/node-{id}.sqlite")).display()
+                ),
+                DbKind::Postgres => {
+                    format!("{}/cloudbft_node_{id}", args.postgres.trim_end_matches('/'))
+                }
+            },
+            public_key: new_key(out, &format!("node-{id}"))?,
+        });
+    }
+    for c in 1..=args.clients {
+        config.clients.push(ClientConfig {
+            id: c,
+            public_key: new_key(out, &format!("client-{c}"))?,
+        });
+    }
+    for (k, identities) in hosted.iter().enumerate() {
+        config
+            .enrollments
+            .extend(enroll_machine(out, k, identities, args.usig)?);
+    }
+    Cluster::new(config.clone()).context("keygen produced an invalid configuration (a bug)")?;
+    let path = out.join("cluster.toml");
+    fs::write(&path, toml::to_string(&config)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// Writes a node's or client's signing key (seed, mode 0600) and returns its public key in hex.
+fn new_key(out: &Path, name: &str) -> Result<String> {
+    let key = SigningKey::generate()
+        .map_err(|_| anyhow::anyhow!("system random number generator failed"))?;
+    let path = key_path(out, name);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| {
+            format!(
+                "{} exists: keygen never overwrites keys; use a new --out",
+                path.display()
+            )
+        })?;
+    file.write_all(key.seed())?;
+    Ok(key.public_key().to_hex())
+}
+
+/// Where keygen puts the key called `name`.
+pub fn key_path(out: &Path, name: &str) -> PathBuf {
+    out.join("keys").join(format!("{name}.key"))
+}
+
+/// Writes machine k's usigd configuration and enrolls its identities (with a swtpm per machine
+/// in TPM mode, whose state usigd reuses with `--swtpm`).
+fn enroll_machine(
+    out: &Path,
+    k: usize,
+    identities: &[(u32, u64)],
+    mode: UsigMode,
+) -> Result<Vec<usig::EnrollmentRecord>> {
+    let dir = out.join("usigd").join(machine(k));
+    let tpm = mode == UsigMode::Tpm;
+    let config = UsigdConfig {
+        state_dir: dir.clone(),
+        tpm: tpm.then(|| TpmConfig {
+            tcti: "device:/dev/tpmrm0".into(),
+        }),
+        identities: identities
+            .iter()
+            .enumerate()
+            .map(|(i, &(node, usig))| IdentityConfig {
+                id: usig,
+                socket: dir.join(format!("node-{node}.sock")),
+                // PCRs 8.. upward: one per VM on the machine.
+                pcr: tpm.then_some(8 + i as u8),
+            })
+            .collect(),
+    };
+    config.validate()?;
+    fs::create_dir_all(&dir)?;
+    fs::write(
+        out.join("usigd").join(format!("{}.toml", machine(k))),
+        toml::to_string(&config)?,
+    )?;
+    let mut effective = config.clone();
+    let _swtpm = if tpm {
+        let swtpm = Swtpm::start(&dir.join("swtpm"))?;
+        if let Some(t) = effective.tpm.as_mut() {
+            t.tcti = swtpm.tcti();
+        }
+        Some(swtpm)
+    } else {
+        None
+    };
+    let mut backend = UsigdBackend::open(&effective, false)?;
+    identities
+        .iter()
+        .map(|&(_, usig)| Ok(backend.enrollment(UsigId(usig))?))
+        .collect()
+}
