@@ -72,8 +72,7 @@ fn valid() -> ClusterConfig {
 
 fn error(c: ClusterConfig) -> String {
     Cluster::new(c)
-        .err()
-        .expect("invalid configuration accepted")
+        .expect_err("invalid configuration accepted")
         .to_string()
 }
 
