@@ -6,6 +6,7 @@ pub mod config;
 pub mod crypto;
 pub mod ids;
 pub mod message;
+pub mod testing;
 
 pub use crypto::{PublicKey, Signature, SigningKey};
 pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};

@@ -1,0 +1,261 @@
+//! The primary's protocol core.
+//!
+//! It admits client requests (valid signature, declared partitions as the application derives
+//! them, newer than the client's last ordered request), batches everything pending without ever
+//! waiting to fill a batch, and keeps exactly one batch at the USIG at a time: while the trusted
+//! component warrants one batch (milliseconds on a TPM), the next one accumulates. Each request
+//! goes to the group serving its partition; a multi-partition request to the group of its first
+//! partition.
+
+use proto::config::Cluster;
+use proto::{ClientId, GroupId, NodeId, PartitionId, Prepare, PrepareEntry, Request, View};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use usig::UniqueWarrant;
+
+/// Derives the partitions an operation touches; the application's rule, so that a client cannot
+/// declare partitions its operation does not keep to.
+pub trait PartitionRule: Send + Sync {
+    fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>>;
+}
+
+/// Why a request was not admitted (counted by the driver's metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    UnknownClient,
+    BadSignature,
+    /// The declared partitions are not the operation's, or name no partition of the cluster.
+    BadPartitions,
+    /// Not newer than the client's last admitted request (a retransmission or a replay).
+    Duplicate,
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Ask the USIG for a warrant over `bytes`, then call [`PrimaryCore::warranted`].
+    Warrant { bytes: Vec<u8> },
+    /// Send this PREPARE to every group replica.
+    Broadcast(Prepare),
+}
+
+/// The primary's state.
+pub struct PrimaryCore {
+    cluster: Arc<Cluster>,
+    rule: Arc<dyn PartitionRule>,
+    me: NodeId,
+    view: View,
+    max_batch: usize,
+    pending: VecDeque<PrepareEntry>,
+    /// Entries at the USIG now.
+    signing: Option<Vec<PrepareEntry>>,
+    last_admitted: BTreeMap<ClientId, u64>,
+}
+
+impl PrimaryCore {
+    /// A primary for `view`, batching at most `max_batch` requests per PREPARE.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        rule: Arc<dyn PartitionRule>,
+        me: NodeId,
+        view: View,
+        max_batch: usize,
+    ) -> Self {
+        PrimaryCore {
+            cluster,
+            rule,
+            me,
+            view,
+            max_batch: max_batch.max(1),
+            pending: VecDeque::new(),
+            signing: None,
+            last_admitted: BTreeMap::new(),
+        }
+    }
+
+    /// A client request arrived.
+    pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
+        let group = self.admit(&request)?;
+        self.last_admitted.insert(request.client, request.timestamp);
+        self.pending.push_back(PrepareEntry { group, request });
+        Ok(self.next_batch())
+    }
+
+    /// The USIG warranted the batch in flight.
+    pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
+        let Some(entries) = self.signing.take() else {
+            return Vec::new();
+        };
+        let prepare = Prepare {
+            view: self.view,
+            config_epoch: self.cluster.epoch(),
+            primary: self.me,
+            entries,
+            ui,
+        };
+        let mut actions = vec![Action::Broadcast(prepare)];
+        actions.extend(self.next_batch());
+        actions
+    }
+
+    /// Requests waiting for the next batch.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn admit(&self, request: &Request) -> Result<GroupId, Rejection> {
+        let key = self
+            .cluster
+            .client_key(request.client)
+            .ok_or(Rejection::UnknownClient)?;
+        if !request.verify(key) {
+            return Err(Rejection::BadSignature);
+        }
+        let derived = self.rule.partitions(&request.operation);
+        if derived.as_deref() != Some(request.partitions.as_slice())
+            || !request.partitions.windows(2).all(|w| w[0] < w[1])
+            || request
+                .partitions
+                .iter()
+                .any(|&p| self.cluster.group_of(p).is_none())
+        {
+            return Err(Rejection::BadPartitions);
+        }
+        let group = request
+            .partitions
+            .first()
+            .and_then(|&p| self.cluster.group_of(p))
+            .ok_or(Rejection::BadPartitions)?;
+        if self
+            .last_admitted
+            .get(&request.client)
+            .is_some_and(|&last| request.timestamp <= last)
+        {
+            return Err(Rejection::Duplicate);
+        }
+        Ok(group)
+    }
+
+    /// Starts warranting the next batch if the USIG is free: everything pending, up to the limit.
+    fn next_batch(&mut self) -> Vec<Action> {
+        if self.signing.is_some() || self.pending.is_empty() {
+            return Vec::new();
+        }
+        let take = self.pending.len().min(self.max_batch);
+        let entries: Vec<PrepareEntry> = self.pending.drain(..take).collect();
+        let bytes = Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries);
+        self.signing = Some(entries);
+        vec![Action::Warrant { bytes }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::testing::{client_key, usig, TestCluster};
+    use usig::Usig;
+
+    /// Test rule: the operation's bytes are the partitions it touches.
+    struct BytesArePartitions;
+
+    impl PartitionRule for BytesArePartitions {
+        fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>> {
+            let mut p: Vec<PartitionId> = operation.iter().map(|&b| PartitionId::from(b)).collect();
+            p.sort_unstable();
+            p.dedup();
+            (!p.is_empty()).then_some(p)
+        }
+    }
+
+    fn primary(max_batch: usize) -> PrimaryCore {
+        let cluster = Arc::new(TestCluster::new(1, 2, 4, 4).cluster);
+        PrimaryCore::new(
+            cluster,
+            Arc::new(BytesArePartitions),
+            NodeId(0),
+            View(0),
+            max_batch,
+        )
+    }
+
+    fn request(client: u64, ts: u64, partitions: &[u8]) -> Request {
+        let parts = partitions.iter().map(|&p| PartitionId::from(p)).collect();
+        Request::signed(
+            ClientId(client),
+            ts,
+            parts,
+            partitions.to_vec(),
+            &client_key(ClientId(client)),
+        )
+    }
+
+    fn warrant(bytes: &[u8]) -> UniqueWarrant {
+        usig(NodeId(0)).create_ui(bytes).unwrap()
+    }
+
+    #[test]
+    fn batches_while_the_usig_is_busy_and_never_waits_to_fill() {
+        let mut p = primary(2);
+        let first = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = first.as_slice() else {
+            panic!("{first:?}")
+        };
+        // Three more arrive while the first batch is at the USIG: no new warrant yet.
+        for c in 2..=4 {
+            assert!(p.on_request(request(c, 1, &[1])).unwrap().is_empty());
+        }
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(prepare), Action::Warrant { .. }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(prepare.entries.len(), 1);
+        assert_eq!(prepare.entries[0].group, GroupId(0));
+        assert_eq!(p.pending(), 1, "the next batch took max_batch = 2");
+    }
+
+    #[test]
+    fn routes_by_partition_and_multi_partition_to_the_first_group() {
+        let mut p = primary(8);
+        let out = p.on_request(request(1, 1, &[3])).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!()
+        };
+        p.on_request(request(2, 1, &[0, 1])).unwrap();
+        let out = p.warranted(warrant(bytes));
+        let Action::Broadcast(first) = &out[0] else {
+            panic!()
+        };
+        assert_eq!(first.entries[0].group, GroupId(1));
+        let Action::Warrant { bytes } = &out[1] else {
+            panic!()
+        };
+        let out = p.warranted(warrant(bytes));
+        let Action::Broadcast(second) = &out[0] else {
+            panic!()
+        };
+        assert_eq!(second.entries[0].group, GroupId(0));
+        assert_eq!(second.entries[0].request.partitions, vec![0, 1]);
+    }
+
+    #[test]
+    fn rejects_forged_replayed_and_mislabelled_requests() {
+        let mut p = primary(8);
+        let mut forged = request(1, 1, &[0]);
+        forged.timestamp = 2;
+        assert_eq!(p.on_request(forged), Err(Rejection::BadSignature));
+        assert_eq!(
+            p.on_request(request(99, 1, &[0])),
+            Err(Rejection::UnknownClient)
+        );
+        let lying = Request::signed(ClientId(1), 1, vec![0], vec![1], &client_key(ClientId(1)));
+        assert_eq!(p.on_request(lying), Err(Rejection::BadPartitions));
+        assert_eq!(
+            p.on_request(request(1, 1, &[7])),
+            Err(Rejection::BadPartitions)
+        );
+        assert!(p.on_request(request(1, 5, &[0])).is_ok());
+        assert_eq!(p.on_request(request(1, 5, &[0])), Err(Rejection::Duplicate));
+        assert_eq!(p.on_request(request(1, 4, &[0])), Err(Rejection::Duplicate));
+        assert!(p.on_request(request(1, 6, &[0])).is_ok());
+    }
+}

@@ -1,0 +1,6 @@
+//! The primary of CloudBFT: orders client requests.
+//!
+//! [`core::PrimaryCore`] is a sans-IO state machine (requests and signed batches in, actions
+//! out); a driver does the networking and calls the USIG.
+
+pub mod core;

@@ -1,0 +1,108 @@
+//! Deterministic clusters for simulations and tests: every key derives from a seed, so a seeded
+//! run replays exactly. Never use these keys outside tests.
+
+use crate::config::{
+    ClientConfig, Cluster, ClusterConfig, DbNodeConfig, GroupConfig, NodeConfig, ReplicaConfig,
+};
+use crate::crypto::SigningKey;
+use crate::ids::{ClientId, NodeId};
+use usig::soft::SoftUsig;
+use usig::{Enrollment, EnrollmentRecord, Epoch, UsigId};
+
+/// A local cluster layout: primary 0 on m0; group g's member k is node 100(g+1)+k on machine mk;
+/// database node 10+k on machine mk; clients 1..=clients.
+pub struct TestCluster {
+    pub cluster: Cluster,
+}
+
+impl TestCluster {
+    /// Builds and validates the layout; partitions are spread over groups round-robin.
+    pub fn new(f: usize, groups: u32, partitions: u32, clients: u64) -> Self {
+        let n = 2 * f as u32 + 1;
+        let mut c = ClusterConfig {
+            f,
+            config_epoch: 1,
+            partitions,
+            usig: "soft".into(),
+            primaries: vec![NodeConfig {
+                id: 0,
+                addr: "sim:0".into(),
+                machine: "m0".into(),
+                usig: usig_id(NodeId(0)).0,
+                public_key: node_key(NodeId(0)).public_key().to_hex(),
+            }],
+            groups: Vec::new(),
+            replicas: Vec::new(),
+            db_nodes: Vec::new(),
+            clients: (1..=clients)
+                .map(|id| ClientConfig {
+                    id,
+                    public_key: client_key(ClientId(id)).public_key().to_hex(),
+                })
+                .collect(),
+            enrollments: vec![enrollment(NodeId(0))],
+        };
+        for g in 0..groups {
+            c.groups.push(GroupConfig {
+                id: g,
+                partitions: (0..partitions).filter(|p| p % groups == g).collect(),
+            });
+            for k in 1..=n {
+                let id = NodeId(100 * (g + 1) + k);
+                c.replicas.push(ReplicaConfig {
+                    id: id.0,
+                    group: g,
+                    addr: format!("sim:{}", id.0),
+                    machine: format!("m{k}"),
+                    usig: usig_id(id).0,
+                    public_key: node_key(id).public_key().to_hex(),
+                });
+                c.enrollments.push(enrollment(id));
+            }
+        }
+        for k in 1..=n {
+            let id = NodeId(10 + k);
+            c.db_nodes.push(DbNodeConfig {
+                id: id.0,
+                addr: format!("sim:{}", id.0),
+                machine: format!("m{k}"),
+                database: "sqlite::memory:".into(),
+                public_key: node_key(id).public_key().to_hex(),
+            });
+        }
+        let cluster = Cluster::new(c).expect("test cluster layout is valid");
+        TestCluster { cluster }
+    }
+}
+
+/// The USIG identity of a node in a test cluster.
+pub fn usig_id(node: NodeId) -> UsigId {
+    UsigId(1000 + u64::from(node.0))
+}
+
+/// A node's soft USIG (in memory, epoch 1).
+pub fn usig(node: NodeId) -> SoftUsig {
+    SoftUsig::in_memory(usig_id(node), seed(b'u', u64::from(node.0)), Epoch(1))
+}
+
+/// A node's signing key.
+pub fn node_key(node: NodeId) -> SigningKey {
+    SigningKey::from_seed(seed(b'n', u64::from(node.0)))
+}
+
+/// A client's signing key.
+pub fn client_key(client: ClientId) -> SigningKey {
+    SigningKey::from_seed(seed(b'c', client.0))
+}
+
+fn enrollment(node: NodeId) -> EnrollmentRecord {
+    let public_key = usig(node).public_key();
+    EnrollmentRecord::new(usig_id(node), &Enrollment::Soft { public_key })
+}
+
+fn seed(kind: u8, id: u64) -> [u8; 32] {
+    let mut s = [0u8; 32];
+    s[0] = kind;
+    s[1..9].copy_from_slice(&id.to_be_bytes());
+    s
+}
