@@ -1,0 +1,94 @@
+//! The executor's own tables, written in the same transaction as each operation.
+//!
+//! - `cloudbft_meta (name, value)`: the application name and partition count the database was
+//!   created for, so a node cannot be pointed at another node's or application's database;
+//! - `cloudbft_progress (partition_id, last_seq, last_order)`: per partition, the sequence number
+//!   and order id of the last executed operation. Its rows are also the partition locks: an
+//!   execution locks the rows of its partitions (SQLite: the database write lock; PostgreSQL:
+//!   `SELECT ... FOR UPDATE` in partition order, so multi-partition operations cannot deadlock);
+//! - `cloudbft_results (order_id, positions, operation_sha256, result)`: the canonical result of
+//!   every executed order with the positions and the hash of the operation it was executed
+//!   with, to answer repeated requests without executing again and to refuse a second,
+//!   different decision for the same order.
+
+use crate::app::Backend;
+
+pub(crate) fn schema(backend: Backend) -> Vec<String> {
+    let bytes = backend.bytes_type();
+    vec![
+        "CREATE TABLE IF NOT EXISTS cloudbft_meta (\
+         name TEXT PRIMARY KEY, \
+         value TEXT NOT NULL)"
+            .to_owned(),
+        "CREATE TABLE IF NOT EXISTS cloudbft_progress (\
+         partition_id BIGINT PRIMARY KEY, \
+         last_seq BIGINT NOT NULL, \
+         last_order BIGINT NOT NULL)"
+            .to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS cloudbft_results (\
+             order_id BIGINT PRIMARY KEY, \
+             positions {bytes} NOT NULL, \
+             operation_sha256 {bytes} NOT NULL, \
+             result {bytes} NOT NULL)"
+        ),
+    ]
+}
+
+pub(crate) const INSERT_META: &str =
+    "INSERT INTO cloudbft_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
+pub(crate) const SELECT_META: &str = "SELECT value FROM cloudbft_meta WHERE name = $1";
+pub(crate) const INSERT_PARTITION: &str =
+    "INSERT INTO cloudbft_progress (partition_id, last_seq, last_order) VALUES ($1, 0, 0) \
+     ON CONFLICT (partition_id) DO NOTHING";
+
+pub(crate) const SELECT_RESULT: &str =
+    "SELECT positions, operation_sha256, result FROM cloudbft_results WHERE order_id = $1";
+pub(crate) const INSERT_RESULT: &str =
+    "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, result) \
+     VALUES ($1, $2, $3, $4)";
+pub(crate) const HIGHEST_ORDER: &str = "SELECT COALESCE(MAX(order_id), 0) FROM cloudbft_results";
+
+pub(crate) const SELECT_ALL_PROGRESS: &str =
+    "SELECT partition_id, last_seq, last_order FROM cloudbft_progress ORDER BY partition_id";
+pub(crate) const UPDATE_PROGRESS: &str =
+    "UPDATE cloudbft_progress SET last_seq = $1, last_order = $2 \
+     WHERE partition_id = $3 AND last_seq = $4";
+
+/// Reads the progress of one partition or of all; `lock` takes the partition locks on
+/// PostgreSQL (on SQLite the transaction already holds the write lock).
+pub(crate) fn select_progress(backend: Backend, one: bool, lock: bool) -> &'static str {
+    match (backend, one, lock) {
+        (Backend::Postgres, true, true) => {
+            "SELECT partition_id, last_seq, last_order FROM cloudbft_progress \
+             WHERE partition_id = $1 FOR UPDATE"
+        }
+        (Backend::Postgres, false, true) => {
+            "SELECT partition_id, last_seq, last_order FROM cloudbft_progress \
+             ORDER BY partition_id FOR UPDATE"
+        }
+        (_, true, _) => {
+            "SELECT partition_id, last_seq, last_order FROM cloudbft_progress \
+             WHERE partition_id = $1"
+        }
+        (_, false, _) => SELECT_ALL_PROGRESS,
+    }
+}
+
+/// The statement that opens an executing transaction. SQLite's `BEGIN IMMEDIATE` takes the
+/// write lock at once: a deferred transaction that reads and then writes fails with
+/// `SQLITE_BUSY_SNAPSHOT` (without waiting) when another writer committed in between.
+pub(crate) fn begin_write(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "BEGIN IMMEDIATE",
+        Backend::Postgres => "BEGIN ISOLATION LEVEL READ COMMITTED",
+    }
+}
+
+/// The statement that opens a consistent read-only snapshot (for the digest).
+pub(crate) fn begin_snapshot(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "BEGIN",
+        Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    }
+}

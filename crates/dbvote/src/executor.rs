@@ -1,0 +1,842 @@
+//! The [`Executor`]: runs ordered operations exactly once, in order per partition, over SQLite or
+//! PostgreSQL.
+//!
+//! # Order and parallelism
+//!
+//! Each [`Execution`] carries its global order id and, for every partition it touches, its
+//! sequence number on that partition. It may run when every one of those partitions has executed
+//! exactly the sequence number before it. Sequence numbers are dense per partition, so at most
+//! one execution is ready per partition at any time, and executions on disjoint partitions run
+//! concurrently. A multi-partition operation carries a position on every partition of the
+//! configuration, so it waits for everything ordered before it and everything after it waits for
+//! it: the paper's global lock, expressed as ordering rather than as a lock table.
+//!
+//! # Exactly once
+//!
+//! One database transaction holds the operation's own writes, the new progress of each of its
+//! partitions and its result (with its positions and a hash of the operation). A crash before
+//! the commit leaves nothing of it; after the commit everything. A repeated request for an
+//! executed order returns the stored result and runs nothing.
+//!
+//! # Locking
+//!
+//! The progress rows are the partition locks. On PostgreSQL the transaction (`READ COMMITTED`,
+//! so that statements after the lock see the predecessor's committed writes) takes them with
+//! `SELECT ... FOR UPDATE` in partition order, so multi-partition operations cannot deadlock.
+//! SQLite has one writer at a time anyway: a transaction starts with `BEGIN IMMEDIATE`, and
+//! writers of this process queue on an async mutex instead of SQLite's busy-wait.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ring::digest::{digest, SHA256};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyConnection, AnyPool, AssertSqlSafe, Connection, Row};
+use tokio::sync::Mutex;
+use tracing::{debug, info, warn};
+
+use crate::app::{Application, Backend, PartitionId};
+use crate::bookkeeping as bk;
+use crate::error::DbError;
+
+/// An operation as ordered, ready to be executed on a database node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Execution {
+    /// Global order id: dense from 1 across all partitions.
+    pub order: u64,
+    /// For each partition the operation touches, its sequence number there (dense from 1 per
+    /// partition); sorted by partition, each partition once. A multi-partition operation names
+    /// every partition of the configuration.
+    pub positions: Vec<(PartitionId, u64)>,
+    /// The application's operation bytes.
+    pub operation: Vec<u8>,
+}
+
+/// What [`Executor::execute`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Executed now; the canonical result bytes.
+    Executed(Vec<u8>),
+    /// This order was executed before (now or in an earlier life of the node); its stored
+    /// result. Nothing ran.
+    AlreadyExecuted(Vec<u8>),
+    /// A predecessor on some partition has not been executed yet. Nothing ran; try again when
+    /// an earlier execution on one of these partitions has completed.
+    NotReady {
+        /// The partitions that are behind.
+        gaps: Vec<Gap>,
+    },
+}
+
+/// A partition that has not reached an execution's predecessor yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// The partition.
+    pub partition: PartitionId,
+    /// The last sequence number it executed.
+    pub last_executed: u64,
+    /// The execution's sequence number on it.
+    pub position: u64,
+}
+
+/// Where the node stands, to resume after a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Every partition, in order.
+    pub partitions: Vec<PartitionProgress>,
+    /// The highest order id executed (0 if none).
+    pub highest_order: u64,
+}
+
+impl Progress {
+    /// The last executed sequence number of a partition.
+    pub fn last_seq(&self, partition: PartitionId) -> Option<u64> {
+        self.partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.last_seq)
+    }
+}
+
+/// The last execution on one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionProgress {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Its last executed sequence number (0 if none).
+    pub last_seq: u64,
+    /// The order id executed at that sequence number (0 if none).
+    pub last_order: u64,
+}
+
+/// The URL of an SQLite database file that is created if missing, for [`Executor::open`].
+///
+/// `%`, `?` and `#` in the path are percent-encoded; a path that is not UTF-8 is converted
+/// lossily.
+pub fn sqlite_url(path: &Path) -> String {
+    let mut encoded = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => encoded.push_str("%25"),
+            '?' => encoded.push_str("%3F"),
+            '#' => encoded.push_str("%23"),
+            c => encoded.push(c),
+        }
+    }
+    format!("sqlite:{encoded}?mode=rwc")
+}
+
+/// Executes one application's ordered operations on one database, exactly once and in order.
+///
+/// Cheap to clone (the clones share the connection pool), so that one executor serves many
+/// tasks.
+pub struct Executor<A: Application> {
+    inner: Arc<Inner<A>>,
+}
+
+impl<A: Application> Clone for Executor<A> {
+    fn clone(&self) -> Self {
+        Executor {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<A> {
+    pool: AnyPool,
+    app: A,
+    backend: Backend,
+    partitions: u32,
+    /// The URL with its password removed, for messages.
+    url: String,
+    /// SQLite only: the writers of this process, one at a time.
+    writer: Option<Mutex<()>>,
+}
+
+/// A validated execution, in the database's integer types.
+struct Plan {
+    order: u64,
+    positions: Vec<(PartitionId, u64)>,
+    positions_bytes: Vec<u8>,
+    operation_hash: Vec<u8>,
+}
+
+/// How an execution relates to the current progress of its partitions.
+enum Readiness {
+    Ready,
+    Behind(Vec<Gap>),
+    Taken(String),
+}
+
+impl<A: Application> Executor<A> {
+    /// Opens (creating if needed) the database at `url` for `app` with `partitions` partitions.
+    ///
+    /// `sqlite:PATH?mode=rwc` (see [`sqlite_url`]) uses a local file in WAL mode with
+    /// `synchronous=FULL`, so a commit survives power loss; `postgres://USER:PASSWORD@HOST/DB`
+    /// uses a PostgreSQL database. Creates the application's schema and the bookkeeping tables,
+    /// and refuses a database created for another application or partition count.
+    ///
+    /// Uses sqlx's `Any` driver (see [`crate::app`] for why) and installs its default drivers.
+    pub async fn open(url: &str, app: A, partitions: u32) -> Result<Self, DbError> {
+        sqlx::any::install_default_drivers();
+        let shown = redact(url);
+        let backend =
+            Backend::from_url(url).ok_or_else(|| DbError::UnsupportedUrl { url: shown.clone() })?;
+        if partitions == 0 {
+            return Err(DbError::Config(
+                "a configuration needs at least one partition".into(),
+            ));
+        }
+        if backend == Backend::Sqlite {
+            enable_wal(url, &shown).await?;
+        }
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 8,
+            })
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlx::raw_sql("PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000")
+                            .execute(conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await
+            .map_err(|source| DbError::Connect {
+                url: shown.clone(),
+                source,
+            })?;
+        let executor = Executor {
+            inner: Arc::new(Inner {
+                pool,
+                app,
+                backend,
+                partitions,
+                url: shown,
+                writer: (backend == Backend::Sqlite).then(|| Mutex::new(())),
+            }),
+        };
+        executor.create_schema().await?;
+        info!(
+            url = %executor.inner.url,
+            app = executor.inner.app.name(),
+            partitions,
+            "database node executor open"
+        );
+        Ok(executor)
+    }
+
+    /// The application.
+    pub fn app(&self) -> &A {
+        &self.inner.app
+    }
+
+    /// The backend, from the URL.
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
+    }
+
+    /// The number of partitions of the configuration.
+    pub fn partitions(&self) -> u32 {
+        self.inner.partitions
+    }
+
+    /// Closes the connections (waits for executions in progress to give theirs back).
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    async fn create_schema(&self) -> Result<(), DbError> {
+        let inner = &self.inner;
+        let statements = bk::schema(inner.backend)
+            .into_iter()
+            .chain(inner.app.schema(inner.backend));
+        for statement in statements {
+            sqlx::raw_sql(AssertSqlSafe(statement.clone()))
+                .execute(&inner.pool)
+                .await
+                .map_err(|source| DbError::Schema {
+                    url: inner.url.clone(),
+                    statement,
+                    source,
+                })?;
+        }
+        let _writer = self.lock_writer().await;
+        let mut tx = self
+            .begin(bk::begin_write(inner.backend), "initialising")
+            .await?;
+        let expected = [
+            ("application", inner.app.name().to_owned()),
+            ("partitions", inner.partitions.to_string()),
+        ];
+        for (name, value) in &expected {
+            sqlx::query(bk::INSERT_META)
+                .bind(*name)
+                .bind(value.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(self.sql("recording the configuration"))?;
+            let found: String = sqlx::query_scalar(bk::SELECT_META)
+                .bind(*name)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.sql("reading the configuration"))?;
+            if &found != value {
+                return Err(DbError::Mismatch {
+                    url: inner.url.clone(),
+                    what: if *name == "application" {
+                        "the application"
+                    } else {
+                        "the partition count"
+                    },
+                    found,
+                    expected: value.clone(),
+                });
+            }
+        }
+        for partition in 0..inner.partitions {
+            sqlx::query(bk::INSERT_PARTITION)
+                .bind(i64::from(partition))
+                .execute(&mut *tx)
+                .await
+                .map_err(self.sql("creating the progress rows"))?;
+        }
+        tx.commit()
+            .await
+            .map_err(self.sql("committing the schema"))?;
+        Ok(())
+    }
+
+    /// Per-partition last executed sequence numbers and the highest executed order id, read in
+    /// one snapshot: where to resume after a restart.
+    pub async fn progress(&self) -> Result<Progress, DbError> {
+        let mut tx = self
+            .begin(
+                bk::begin_snapshot(self.inner.backend),
+                "reading the progress",
+            )
+            .await?;
+        let partitions = self.read_all_progress(&mut tx).await?;
+        let highest: i64 = sqlx::query_scalar(bk::HIGHEST_ORDER)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.sql("reading the highest order"))?;
+        tx.rollback()
+            .await
+            .map_err(self.sql("ending the progress snapshot"))?;
+        Ok(Progress {
+            partitions,
+            highest_order: self.unsigned(highest, "highest order id")?,
+        })
+    }
+
+    /// The stored result of an executed order, if it was executed.
+    pub async fn stored_result(&self, order: u64) -> Result<Option<Vec<u8>>, DbError> {
+        let order = self.signed(order, order, "order id")?;
+        let row: Option<(Vec<u8>, Vec<u8>, Vec<u8>)> = sqlx::query_as(bk::SELECT_RESULT)
+            .bind(order)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(self.sql("reading a stored result"))?;
+        Ok(row.map(|(_, _, result)| result))
+    }
+
+    /// Executes `execution` if every one of its positions is the next on its partition.
+    ///
+    /// Returns [`Outcome::Executed`] with the result, [`Outcome::AlreadyExecuted`] with the
+    /// stored result if this order was executed before, or [`Outcome::NotReady`] if a
+    /// predecessor on some partition is missing; in the last two cases nothing runs. An
+    /// execution that contradicts what was executed (this order with other positions or
+    /// another operation, or a position already used by another order) is a
+    /// [`DbError::Conflict`]; malformed operation bytes are a [`DbError::Malformed`].
+    ///
+    /// Safe to call concurrently from many tasks and to cancel: a cancelled call leaves the
+    /// database before the operation.
+    pub async fn execute(&self, execution: &Execution) -> Result<Outcome, DbError> {
+        let plan = self.plan(execution)?;
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(self.sql("acquiring a connection"))?;
+
+        // Without locks first. A partition that is behind now was behind at this moment of
+        // the call (progress only moves forward), and stored results never change, so both
+        // answers hold without taking the partition locks.
+        let rows = self.read_progress(&mut conn, &plan, false).await?;
+        let unlocked = readiness(&rows, &plan);
+        if !matches!(unlocked, Readiness::Ready) {
+            if let Some(outcome) = self.stored_outcome(&mut conn, &plan).await? {
+                return Ok(outcome);
+            }
+        }
+        if let Readiness::Behind(gaps) = unlocked {
+            debug!(order = plan.order, ?gaps, "not ready");
+            return Ok(Outcome::NotReady { gaps });
+        }
+
+        // The writer of this process holds no lock that needs a second connection, so waiting
+        // here with a connection in hand cannot deadlock the pool.
+        let _writer = self.lock_writer().await;
+        let mut tx = conn
+            .begin_with(bk::begin_write(self.inner.backend))
+            .await
+            .map_err(self.sql("beginning an execution"))?;
+        // Lock first, then look for a stored result: on PostgreSQL a concurrent execution of
+        // the same order may have held the locks, and only statements after the lock see its
+        // commit. When every position is the next one, this order cannot have run at these
+        // positions; that it ran at others shows when its result is stored (primary key).
+        let rows = self.read_progress(&mut tx, &plan, true).await?;
+        let locked = readiness(&rows, &plan);
+        if !matches!(locked, Readiness::Ready) {
+            if let Some(outcome) = self.stored_outcome(&mut tx, &plan).await? {
+                return Ok(outcome);
+            }
+        }
+        match locked {
+            Readiness::Ready => {}
+            Readiness::Behind(gaps) => return Ok(Outcome::NotReady { gaps }),
+            Readiness::Taken(reason) => {
+                warn!(order = plan.order, %reason, "conflicting execution");
+                return Err(DbError::Conflict {
+                    order: plan.order,
+                    reason,
+                });
+            }
+        }
+
+        let result = self
+            .inner
+            .app
+            .execute(&mut tx, &execution.operation)
+            .await
+            .map_err(|source| DbError::Execute {
+                order: plan.order,
+                url: self.inner.url.clone(),
+                source,
+            })?;
+        self.record(&mut tx, &plan).await?;
+        let stored = sqlx::query(bk::INSERT_RESULT)
+            .bind(self.signed(plan.order, plan.order, "order id")?)
+            .bind(plan.positions_bytes.as_slice())
+            .bind(plan.operation_hash.as_slice())
+            .bind(result.as_slice())
+            .execute(&mut *tx)
+            .await;
+        if let Err(source) = stored {
+            // Most likely the order was executed at other positions: say so if it was.
+            let _ = tx.rollback().await;
+            return Err(match self.stored_outcome(&mut conn, &plan).await {
+                Err(conflict @ DbError::Conflict { .. }) => conflict,
+                _ => (self.sql("storing the result"))(source),
+            });
+        }
+        tx.commit()
+            .await
+            .map_err(self.sql("committing an execution"))?;
+        debug!(order = plan.order, positions = ?plan.positions, "executed");
+        Ok(Outcome::Executed(result))
+    }
+
+    /// Moves every partition of the execution to its position, checking that each was exactly
+    /// one behind (the rows are locked, so anything else means a writer bypassed the locks).
+    async fn record(&self, tx: &mut AnyConnection, plan: &Plan) -> Result<(), DbError> {
+        let order = self.signed(plan.order, plan.order, "order id")?;
+        for &(partition, seq) in &plan.positions {
+            let updated = sqlx::query(bk::UPDATE_PROGRESS)
+                .bind(self.signed(seq, plan.order, "sequence number")?)
+                .bind(order)
+                .bind(i64::from(partition))
+                .bind(self.signed(seq - 1, plan.order, "sequence number")?)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.sql("recording the progress"))?
+                .rows_affected();
+            if updated != 1 {
+                return Err(DbError::Corrupt {
+                    url: self.inner.url.clone(),
+                    reason: format!(
+                        "progress of partition {partition} changed while locked (another writer \
+                         without the executor's locks?)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// SHA-256 over every row of every state table in key order and the progress table, read
+    /// in one snapshot: identical on every correct node at the same progress, whichever
+    /// backend it runs (see [`crate::digest`]).
+    pub async fn digest(&self) -> Result<[u8; 32], DbError> {
+        let mut tx = self
+            .begin(
+                bk::begin_snapshot(self.inner.backend),
+                "computing the digest",
+            )
+            .await?;
+        let mut tables = self.inner.app.state_tables();
+        tables.push(("cloudbft_progress", "partition_id"));
+        let digest = crate::digest::state_digest(&mut tx, &tables)
+            .await
+            .map_err(self.sql("reading the state for the digest"))?;
+        tx.rollback()
+            .await
+            .map_err(self.sql("ending the digest snapshot"))?;
+        Ok(digest)
+    }
+
+    fn plan(&self, execution: &Execution) -> Result<Plan, DbError> {
+        let order = execution.order;
+        let invalid = |reason: String| DbError::InvalidExecution { order, reason };
+        if order == 0 || i64::try_from(order).is_err() {
+            return Err(invalid("order ids run from 1 to 2^63-1".into()));
+        }
+        let positions = &execution.positions;
+        if positions.is_empty() {
+            return Err(invalid("no positions".into()));
+        }
+        for pair in positions.windows(2) {
+            if pair[0].0 >= pair[1].0 {
+                return Err(invalid(
+                    "positions must be sorted by partition, each partition once".into(),
+                ));
+            }
+        }
+        for &(partition, seq) in positions {
+            if partition >= self.inner.partitions {
+                return Err(invalid(format!(
+                    "partition {partition} is outside the configuration of {} partitions",
+                    self.inner.partitions
+                )));
+            }
+            if seq == 0 || i64::try_from(seq).is_err() {
+                return Err(invalid(format!(
+                    "sequence number {seq} on partition {partition}: they run from 1 to 2^63-1"
+                )));
+            }
+        }
+        let all = positions.len() == self.inner.partitions as usize;
+        if positions.len() != 1 && !all {
+            return Err(invalid(format!(
+                "positions name {} of {} partitions: a single-partition operation names one, a \
+                 multi-partition operation all",
+                positions.len(),
+                self.inner.partitions
+            )));
+        }
+        let declared = self
+            .inner
+            .app
+            .partitions(&execution.operation)
+            .map_err(|source| DbError::Malformed { order, source })?;
+        for partition in declared {
+            if !positions.iter().any(|&(p, _)| p == partition) {
+                return Err(invalid(format!(
+                    "the operation touches partition {partition}, which has no position"
+                )));
+            }
+        }
+        Ok(Plan {
+            order,
+            positions: positions.clone(),
+            positions_bytes: encode_positions(positions),
+            operation_hash: digest(&SHA256, &execution.operation).as_ref().to_vec(),
+        })
+    }
+
+    async fn stored_outcome(
+        &self,
+        conn: &mut AnyConnection,
+        plan: &Plan,
+    ) -> Result<Option<Outcome>, DbError> {
+        let order = self.signed(plan.order, plan.order, "order id")?;
+        let row: Option<(Vec<u8>, Vec<u8>, Vec<u8>)> = sqlx::query_as(bk::SELECT_RESULT)
+            .bind(order)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(self.sql("looking up a stored result"))?;
+        let Some((positions, operation_hash, result)) = row else {
+            return Ok(None);
+        };
+        if positions != plan.positions_bytes {
+            let stored = decode_positions(&positions).map_err(|reason| DbError::Corrupt {
+                url: self.inner.url.clone(),
+                reason: format!("stored positions of order {}: {reason}", plan.order),
+            })?;
+            return Err(DbError::Conflict {
+                order: plan.order,
+                reason: format!(
+                    "it was executed at positions {stored:?}, not {:?}",
+                    plan.positions
+                ),
+            });
+        }
+        if operation_hash != plan.operation_hash {
+            return Err(DbError::Conflict {
+                order: plan.order,
+                reason: "it was executed with another operation".into(),
+            });
+        }
+        Ok(Some(Outcome::AlreadyExecuted(result)))
+    }
+
+    /// The progress rows of the execution's partitions (one, or all), locked if `lock`.
+    async fn read_progress(
+        &self,
+        conn: &mut AnyConnection,
+        plan: &Plan,
+        lock: bool,
+    ) -> Result<Vec<PartitionProgress>, DbError> {
+        let one = plan.positions.len() == 1 && self.inner.partitions != 1;
+        let mut query = sqlx::query(bk::select_progress(self.inner.backend, one, lock));
+        if one {
+            query = query.bind(i64::from(plan.positions[0].0));
+        }
+        let rows = query
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.sql("reading the progress"))?;
+        let progress = self.progress_rows(&rows)?;
+        let found: Vec<PartitionId> = progress.iter().map(|p| p.partition).collect();
+        let wanted: Vec<PartitionId> = plan.positions.iter().map(|&(p, _)| p).collect();
+        if found != wanted {
+            return Err(DbError::Corrupt {
+                url: self.inner.url.clone(),
+                reason: format!("progress rows {found:?}, expected {wanted:?}"),
+            });
+        }
+        Ok(progress)
+    }
+
+    async fn read_all_progress(
+        &self,
+        conn: &mut AnyConnection,
+    ) -> Result<Vec<PartitionProgress>, DbError> {
+        let rows = sqlx::query(bk::SELECT_ALL_PROGRESS)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.sql("reading the progress"))?;
+        self.progress_rows(&rows)
+    }
+
+    fn progress_rows(&self, rows: &[sqlx::any::AnyRow]) -> Result<Vec<PartitionProgress>, DbError> {
+        rows.iter()
+            .map(|row| {
+                let get = |column: &str| -> Result<i64, DbError> {
+                    row.try_get::<i64, _>(column)
+                        .map_err(self.sql("decoding the progress"))
+                };
+                let partition = get("partition_id")?;
+                let partition = PartitionId::try_from(partition).map_err(|_| DbError::Corrupt {
+                    url: self.inner.url.clone(),
+                    reason: format!("progress row for partition {partition}"),
+                })?;
+                if partition >= self.inner.partitions {
+                    return Err(DbError::NoSuchPartition {
+                        partition,
+                        partitions: self.inner.partitions,
+                    });
+                }
+                Ok(PartitionProgress {
+                    partition,
+                    last_seq: self.unsigned(get("last_seq")?, "sequence number")?,
+                    last_order: self.unsigned(get("last_order")?, "order id")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_writer(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.inner.writer {
+            Some(writer) => Some(writer.lock().await),
+            None => None,
+        }
+    }
+
+    async fn begin(
+        &self,
+        statement: &'static str,
+        during: &'static str,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, DbError> {
+        self.inner
+            .pool
+            .begin_with(statement)
+            .await
+            .map_err(|source| DbError::Sql {
+                url: self.inner.url.clone(),
+                during,
+                source,
+            })
+    }
+
+    fn sql(&self, during: &'static str) -> impl Fn(sqlx::Error) -> DbError + '_ {
+        move |source| DbError::Sql {
+            url: self.inner.url.clone(),
+            during,
+            source,
+        }
+    }
+
+    fn signed(&self, value: u64, order: u64, what: &str) -> Result<i64, DbError> {
+        i64::try_from(value).map_err(|_| DbError::InvalidExecution {
+            order,
+            reason: format!("{what} {value} does not fit a BIGINT"),
+        })
+    }
+
+    fn unsigned(&self, value: i64, what: &str) -> Result<u64, DbError> {
+        u64::try_from(value).map_err(|_| DbError::Corrupt {
+            url: self.inner.url.clone(),
+            reason: format!("negative {what} {value}"),
+        })
+    }
+}
+
+/// Compares an execution's positions with the progress of its partitions (same order).
+fn readiness(rows: &[PartitionProgress], plan: &Plan) -> Readiness {
+    let mut gaps = Vec::new();
+    for (row, &(partition, seq)) in rows.iter().zip(&plan.positions) {
+        if row.last_seq >= seq {
+            return Readiness::Taken(format!(
+                "position {seq} on partition {partition} is taken: the partition executed up to \
+                 {} (last order {})",
+                row.last_seq, row.last_order
+            ));
+        }
+        if row.last_seq + 1 < seq {
+            gaps.push(Gap {
+                partition,
+                last_executed: row.last_seq,
+                position: seq,
+            });
+        } else if row.last_order >= plan.order {
+            return Readiness::Taken(format!(
+                "partition {partition} already executed the later order {} at sequence {}",
+                row.last_order, row.last_seq
+            ));
+        }
+    }
+    if gaps.is_empty() {
+        Readiness::Ready
+    } else {
+        Readiness::Behind(gaps)
+    }
+}
+
+fn encode_positions(positions: &[(PartitionId, u64)]) -> Vec<u8> {
+    // A vector of integer pairs always serialises.
+    postcard::to_stdvec(positions).unwrap_or_default()
+}
+
+fn decode_positions(bytes: &[u8]) -> Result<Vec<(PartitionId, u64)>, String> {
+    postcard::from_bytes(bytes).map_err(|e| e.to_string())
+}
+
+/// Opens the file once to switch it to write-ahead logging (a property of the file that every
+/// later connection sees) and checks that SQLite accepted it.
+async fn enable_wal(url: &str, shown: &str) -> Result<(), DbError> {
+    let connect = |source| DbError::Connect {
+        url: shown.to_owned(),
+        source,
+    };
+    let mut conn = AnyConnection::connect(url).await.map_err(connect)?;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode = WAL")
+        .fetch_one(&mut conn)
+        .await
+        .map_err(connect)?;
+    conn.close().await.map_err(connect)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(DbError::NoWal {
+            url: shown.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// The URL without its password, for messages and logs.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let user = userinfo.split(':').next().unwrap_or_default();
+    if user.len() == userinfo.len() {
+        return url.to_owned();
+    }
+    format!("{}{user}:***{}", &url[..scheme_end + 3], &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Bank;
+
+    /// The durability settings are in force on the pool's connections, not just requested.
+    #[tokio::test]
+    async fn sqlite_runs_wal_with_full_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, 2)
+            .await
+            .unwrap();
+        let mut conn = exec.inner.pool.acquire().await.unwrap();
+        assert_eq!(Backend::of(&conn), Some(Backend::Sqlite));
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL");
+        let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(busy, 10_000);
+        drop(conn);
+        exec.close().await;
+    }
+
+    #[test]
+    fn redact_removes_only_the_password() {
+        assert_eq!(
+            redact("postgres://cloudbft:secret@127.0.0.1:5432/db"),
+            "postgres://cloudbft:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(
+            redact("postgres://cloudbft@host/db"),
+            "postgres://cloudbft@host/db"
+        );
+        assert_eq!(
+            redact("sqlite:/tmp/x.db?mode=rwc"),
+            "sqlite:/tmp/x.db?mode=rwc"
+        );
+    }
+
+    #[test]
+    fn sqlite_url_escapes_query_characters() {
+        assert_eq!(
+            sqlite_url(Path::new("/tmp/a?b#c%d.db")),
+            "sqlite:/tmp/a%3Fb%23c%25d.db?mode=rwc"
+        );
+    }
+}

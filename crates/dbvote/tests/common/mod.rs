@@ -1,0 +1,402 @@
+//! Shared by the SQLite and PostgreSQL test suites: fresh databases, a seeded bank workload with
+//! its partition positions, and drivers that feed an executor in valid orders.
+#![allow(dead_code)]
+
+pub mod scenarios;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dbvote::{Bank, BankOp, Execution, Executor, Outcome, PartitionId};
+use sqlx::Connection;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Which backend a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A database that exists for one test: a file in a temporary directory, or a PostgreSQL
+/// database dropped when this is dropped.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<PgDatabase>,
+}
+
+struct PgDatabase {
+    admin_url: String,
+    name: String,
+}
+
+const DEFAULT_POSTGRES: &str = "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres";
+
+/// The server the PostgreSQL tests use: `CLOUDBFT_TEST_POSTGRES`, else the one `.ci/postgres-up`
+/// sets up.
+pub fn postgres_admin_url() -> String {
+    std::env::var("CLOUDBFT_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_POSTGRES.to_owned())
+}
+
+static NEXT_DB: AtomicU64 = AtomicU64::new(0);
+
+pub async fn fresh(kind: Kind) -> TestDb {
+    match kind {
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = dbvote::sqlite_url(&dir.path().join("node.sqlite"));
+            TestDb {
+                url,
+                _dir: Some(dir),
+                pg: None,
+            }
+        }
+        Kind::Postgres => {
+            sqlx::any::install_default_drivers();
+            let admin_url = postgres_admin_url();
+            let mut admin = admin_connect(&admin_url).await;
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let name = format!(
+                "dbvote_test_{}_{}_{nanos}",
+                std::process::id(),
+                NEXT_DB.fetch_add(1, Ordering::Relaxed)
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut admin)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot create a test database on {admin_url}: {e}; the role needs \
+                         CREATEDB (run `.ci/postgres-up`)"
+                    )
+                });
+            admin.close().await.unwrap();
+            TestDb {
+                url: with_database(&admin_url, &name),
+                _dir: None,
+                pg: Some(PgDatabase { admin_url, name }),
+            }
+        }
+    }
+}
+
+async fn admin_connect(admin_url: &str) -> sqlx::AnyConnection {
+    match sqlx::AnyConnection::connect(admin_url).await {
+        Ok(conn) => conn,
+        Err(e) => panic!(
+            "PostgreSQL at {admin_url} is unreachable: {e}. The PostgreSQL tests need a real \
+             server: run `.ci/postgres-up` (as root; installs, starts and sets up the Debian \
+             PostgreSQL), or set CLOUDBFT_TEST_POSTGRES to a server where the role may CREATE \
+             DATABASE"
+        ),
+    }
+}
+
+/// `admin_url` with its database replaced by `name`.
+fn with_database(admin_url: &str, name: &str) -> String {
+    let (base, query) = match admin_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (admin_url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let mut url = format!("{}/{name}", &base[..path_start]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(pg) = self.pg.take() else { return };
+        // Drop may run inside a runtime (or while panicking): drop the database from a thread
+        // with its own runtime.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let mut admin = sqlx::AnyConnection::connect(&pg.admin_url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    pg.name
+                )))
+                .execute(&mut admin)
+                .await?;
+                admin.close().await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("could not drop a test database: {dropped:?}");
+        }
+    }
+}
+
+pub async fn open(db: &TestDb, partitions: u32) -> Executor<Bank> {
+    Executor::open(&db.url, Bank, partitions).await.unwrap()
+}
+
+/// A small deterministic generator (splitmix64), so that failures can be replayed by seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Assigns global order ids and per-partition positions, as the ordering layer does.
+pub struct Sequencer {
+    partitions: u32,
+    order: u64,
+    seq: Vec<u64>,
+}
+
+impl Sequencer {
+    pub fn new(partitions: u32) -> Sequencer {
+        Sequencer {
+            partitions,
+            order: 0,
+            seq: vec![0; partitions as usize],
+        }
+    }
+
+    pub fn next(&mut self, op: &BankOp) -> Execution {
+        self.order += 1;
+        let touched = op.partitions();
+        let positioned: Vec<PartitionId> = if touched.len() > 1 {
+            (0..self.partitions).collect()
+        } else {
+            touched
+        };
+        let positions = positioned
+            .into_iter()
+            .map(|p| {
+                self.seq[p as usize] += 1;
+                (p, self.seq[p as usize])
+            })
+            .collect();
+        Execution {
+            order: self.order,
+            positions,
+            operation: op.encode(),
+        }
+    }
+}
+
+pub const INITIAL_CENTS: u64 = 10_000;
+
+/// Opens `accounts` accounts per branch, then `ops` random deposits, transfers (some across
+/// branches, some with insufficient funds) and balance reads.
+pub fn workload(partitions: u32, accounts: u32, ops: usize, seed: u64) -> Vec<Execution> {
+    let mut rng = Rng::new(seed);
+    let mut seq = Sequencer::new(partitions);
+    let mut out = Vec::new();
+    for branch in 0..partitions {
+        for number in 0..accounts {
+            out.push(seq.next(&BankOp::Open {
+                branch,
+                number,
+                initial_cents: INITIAL_CENTS,
+            }));
+        }
+    }
+    let account = |rng: &mut Rng, branch: Option<u32>| {
+        let branch = branch.unwrap_or_else(|| rng.below(u64::from(partitions)) as u32);
+        (branch, rng.below(u64::from(accounts)) as u32)
+    };
+    for _ in 0..ops {
+        let roll = rng.below(100);
+        let op = if roll < 45 {
+            let (branch, number) = account(&mut rng, None);
+            BankOp::Deposit {
+                branch,
+                number,
+                cents: rng.below(5_000),
+            }
+        } else if roll < 85 {
+            let from = account(&mut rng, None);
+            let to = account(&mut rng, Some(from.0));
+            BankOp::Transfer {
+                from,
+                to,
+                cents: rng.below(20_000),
+            }
+        } else if roll < 95 {
+            let from = account(&mut rng, None);
+            let to = account(&mut rng, None);
+            BankOp::Transfer {
+                from,
+                to,
+                cents: rng.below(20_000),
+            }
+        } else {
+            let (branch, number) = account(&mut rng, None);
+            BankOp::Balance { branch, number }
+        };
+        out.push(seq.next(&op));
+    }
+    out
+}
+
+/// Only single-partition operations.
+pub fn single_partition_workload(partitions: u32, ops: usize, seed: u64) -> Vec<Execution> {
+    let mut rng = Rng::new(seed);
+    let mut seq = Sequencer::new(partitions);
+    let mut out = Vec::new();
+    for branch in 0..partitions {
+        out.push(seq.next(&BankOp::Open {
+            branch,
+            number: 0,
+            initial_cents: INITIAL_CENTS,
+        }));
+    }
+    for _ in 0..ops {
+        let branch = rng.below(u64::from(partitions)) as u32;
+        out.push(seq.next(&BankOp::Deposit {
+            branch,
+            number: 0,
+            cents: 1 + rng.below(100),
+        }));
+    }
+    out
+}
+
+/// A random order of `executions` that respects every partition's sequence.
+pub fn shuffled_valid_order(executions: &[Execution], seed: u64) -> Vec<Execution> {
+    let mut rng = Rng::new(seed);
+    let mut next: BTreeMap<PartitionId, u64> = BTreeMap::new();
+    let mut pending: Vec<&Execution> = executions.iter().collect();
+    let mut out = Vec::new();
+    while !pending.is_empty() {
+        let ready: Vec<usize> = (0..pending.len())
+            .filter(|&i| {
+                pending[i]
+                    .positions
+                    .iter()
+                    .all(|&(p, s)| next.get(&p).copied().unwrap_or(0) + 1 == s)
+            })
+            .collect();
+        assert!(!ready.is_empty(), "workload has no valid order");
+        let chosen = pending.swap_remove(ready[rng.below(ready.len() as u64) as usize]);
+        for &(p, s) in &chosen.positions {
+            next.insert(p, s);
+        }
+        out.push(chosen.clone());
+    }
+    out
+}
+
+/// Executes in the given order, one at a time; every execution must run now.
+pub async fn run_sequentially(
+    exec: &Executor<Bank>,
+    executions: &[Execution],
+) -> BTreeMap<u64, Vec<u8>> {
+    let mut results = BTreeMap::new();
+    for e in executions {
+        match exec.execute(e).await.unwrap() {
+            Outcome::Executed(r) => {
+                results.insert(e.order, r);
+            }
+            other => panic!("order {} did not run: {other:?}", e.order),
+        }
+    }
+    results
+}
+
+/// One task per partition, each feeding its partition's executions in sequence order, as a
+/// voter would: on `NotReady` it waits until some execution completes and tries again. A
+/// multi-partition execution is offered by all its partitions' tasks; one runs it, the others
+/// see `AlreadyExecuted`. `on_done` is called with each order as it completes.
+pub async fn run_concurrently(
+    exec: &Executor<Bank>,
+    executions: &[Execution],
+    on_done: impl Fn(u64) + Send + Sync + Clone + 'static,
+) -> BTreeMap<u64, Vec<u8>> {
+    let mut queues: BTreeMap<PartitionId, Vec<Execution>> = BTreeMap::new();
+    for e in executions {
+        for &(p, _) in &e.positions {
+            queues.entry(p).or_default().push(e.clone());
+        }
+    }
+    let (done_tx, done_rx) = watch::channel(0u64);
+    // A JoinSet, so that dropping this future (a test simulating a crash) aborts every task.
+    let mut tasks = JoinSet::new();
+    for (_, mut queue) in queues {
+        queue.sort_by_key(|e| e.order);
+        let exec = exec.clone();
+        let done_tx = done_tx.clone();
+        let mut done_rx = done_rx.clone();
+        let on_done = on_done.clone();
+        tasks.spawn(async move {
+            let mut results = Vec::new();
+            for e in queue {
+                loop {
+                    done_rx.borrow_and_update();
+                    match exec.execute(&e).await.unwrap() {
+                        Outcome::Executed(r) | Outcome::AlreadyExecuted(r) => {
+                            on_done(e.order);
+                            done_tx.send_modify(|n| *n += 1);
+                            results.push((e.order, r));
+                            break;
+                        }
+                        Outcome::NotReady { .. } => done_rx.changed().await.unwrap(),
+                    }
+                }
+            }
+            results
+        });
+    }
+    drop(done_tx);
+    let mut results = BTreeMap::new();
+    let all = async {
+        while let Some(task) = tasks.join_next().await {
+            for (order, r) in task.unwrap() {
+                if let Some(previous) = results.insert(order, r.clone()) {
+                    assert_eq!(previous, r, "order {order} gave two results");
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .expect("concurrent run stalled");
+    results
+}
+
+/// Runs `executions` in order on a fresh SQLite database: the reference state and results.
+pub async fn reference(
+    partitions: u32,
+    executions: &[Execution],
+) -> ([u8; 32], BTreeMap<u64, Vec<u8>>) {
+    let db = fresh(Kind::Sqlite).await;
+    let exec = open(&db, partitions).await;
+    let results = run_sequentially(&exec, executions).await;
+    let digest = exec.digest().await.unwrap();
+    exec.close().await;
+    (digest, results)
+}

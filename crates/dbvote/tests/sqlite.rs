@@ -1,0 +1,52 @@
+//! The execution layer against real SQLite files (WAL, synchronous=FULL) in temporary
+//! directories.
+
+mod common;
+
+use common::{scenarios, Kind};
+
+macro_rules! on_backend {
+    ($kind:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                scenarios::$name($kind).await;
+            }
+        )*
+    };
+}
+
+on_backend!(
+    Kind::Sqlite;
+    executes_in_order,
+    not_ready_for_missing_predecessor,
+    disjoint_partitions_run_concurrently,
+    multi_partition_waits_on_all_partitions,
+    already_executed_returns_stored_result,
+    conflicting_positions_are_errors,
+    malformed_and_invalid_are_errors,
+    dropped_mid_stream_resumes,
+    interleavings_reach_identical_state,
+    refuses_foreign_database,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_then_reopen() {
+    scenarios::sigkill_then_reopen(Kind::Sqlite, "sigkill_then_reopen").await;
+}
+
+/// A database file in a directory that does not exist is an error that names the URL.
+#[tokio::test]
+async fn missing_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dbvote::sqlite_url(&dir.path().join("missing").join("node.sqlite"));
+    match dbvote::Executor::open(&url, dbvote::Bank, 1).await {
+        Err(e @ dbvote::DbError::Connect { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains(&url), "{message}");
+            assert!(message.contains("directory exists"), "{message}");
+        }
+        Err(other) => panic!("expected Connect, got {other:?}"),
+        Ok(_) => panic!("opened a database in a missing directory"),
+    }
+}
