@@ -8,16 +8,10 @@
 //! partition.
 
 use proto::config::Cluster;
-use proto::{ClientId, GroupId, NodeId, PartitionId, Prepare, PrepareEntry, Request, View};
+use proto::{ClientId, GroupId, NodeId, PartitionRule, Prepare, PrepareEntry, Request, View};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use usig::UniqueWarrant;
-
-/// Derives the partitions an operation touches; the application's rule, so that a client cannot
-/// declare partitions its operation does not keep to.
-pub trait PartitionRule: Send + Sync {
-    fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>>;
-}
 
 /// Why a request was not admitted (counted by the driver's metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +105,7 @@ impl PrimaryCore {
         if !request.verify(key) {
             return Err(Rejection::BadSignature);
         }
-        let derived = self.rule.partitions(&request.operation);
-        if derived.as_deref() != Some(request.partitions.as_slice())
+        if !request.declares_truthfully(self.rule.as_ref())
             || !request.partitions.windows(2).all(|w| w[0] < w[1])
             || request
                 .partitions
@@ -153,6 +146,7 @@ impl PrimaryCore {
 mod tests {
     use super::*;
     use proto::testing::{client_key, usig, TestCluster};
+    use proto::PartitionId;
     use usig::Usig;
 
     /// Test rule: the operation's bytes are the partitions it touches.

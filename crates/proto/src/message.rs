@@ -58,6 +58,21 @@ impl Request {
     }
 }
 
+/// Derives the partitions an operation touches: the application's rule, applied by the primary,
+/// the replicas and the database nodes alike, so that a client cannot declare partitions its
+/// operation does not keep to. Returns them sorted and without repetition, or `None` for an
+/// operation that does not decode.
+pub trait PartitionRule: Send + Sync {
+    fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>>;
+}
+
+impl Request {
+    /// True when the declared partitions are exactly what `rule` derives from the operation.
+    pub fn declares_truthfully(&self, rule: &dyn PartitionRule) -> bool {
+        rule.partitions(&self.operation).as_deref() == Some(self.partitions.as_slice())
+    }
+}
+
 /// One request of a PREPARE batch and the group that executes it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrepareEntry {

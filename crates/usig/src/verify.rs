@@ -29,7 +29,7 @@ pub enum Enrollment {
 }
 
 /// Why a warrant was rejected. Every variant is a counted, recoverable rejection, never a panic.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum VerifyError {
     #[error("warrant names {claimed} but arrived from {sender}")]
     WrongSender { sender: UsigId, claimed: UsigId },

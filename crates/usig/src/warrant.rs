@@ -57,7 +57,7 @@ pub struct EpochOffset {
 }
 
 /// SHA-256 of the message a warrant covers. Only the digest crosses the usigd socket.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageDigest(pub [u8; 32]);
 
 impl MessageDigest {
@@ -102,7 +102,7 @@ pub struct UniqueWarrant {
 }
 
 /// Why bytes are not a warrant.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum DecodeError {
     #[error("warrant encoding truncated: needed {needed} more bytes")]
     Truncated { needed: usize },

@@ -1,0 +1,227 @@
+//! The database node's voter (sans-IO): executes an operation once f+1 members of the group that
+//! decided it sent the same COMMIT-DB, and only when its predecessors on every partition it
+//! holds have executed.
+//!
+//! Inputs: COMMIT-DBs and execution completions. Outputs: [`VoterAction`]s. The executor below
+//! it makes execution exactly once, so asking it to execute an order that already ran just
+//! returns the stored result (how retransmitted COMMIT-DBs get their answer again).
+
+use proto::config::Cluster;
+use proto::{
+    CommitDb, Execution, GroupId, NodeId, PartitionRule, ReplyCommitDb, Signature, SigningKey,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use usig::MessageDigest;
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VoterAction {
+    /// Run (or look up the stored result of) this execution, then call [`VoterCore::executed`].
+    Execute(Execution),
+    /// Send to every member of the group.
+    Reply {
+        group: GroupId,
+        reply: ReplyCommitDb,
+    },
+}
+
+/// Why a COMMIT-DB, or one of its executions, was dropped (counted by the driver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoterReject {
+    /// Signed by a node that is not a member of the group it names, or not signed by it.
+    NotMember,
+    /// For another configuration epoch.
+    WrongEpoch,
+    /// Positions that do not fit the request, or a request no correct replica would have
+    /// ordered (bad client signature, untruthful partitions).
+    Malformed,
+}
+
+#[derive(Default)]
+struct Votes {
+    by: BTreeMap<NodeId, MessageDigest>,
+    candidates: BTreeMap<MessageDigest, (GroupId, Execution)>,
+}
+
+/// A database node's voting state.
+pub struct VoterCore {
+    cluster: Arc<Cluster>,
+    rule: Arc<dyn PartitionRule>,
+    key: SigningKey,
+    me: NodeId,
+    /// Last executed sequence number per partition.
+    last_seq: Vec<u64>,
+    votes: BTreeMap<u64, Votes>,
+    decided: BTreeMap<u64, (GroupId, Execution)>,
+    running: BTreeSet<u64>,
+    /// Group to answer for orders being looked up again.
+    lookups: BTreeMap<u64, GroupId>,
+}
+
+impl VoterCore {
+    /// A voter resuming from the executor's progress (last executed sequence per partition).
+    pub fn new(
+        cluster: Arc<Cluster>,
+        rule: Arc<dyn PartitionRule>,
+        key: SigningKey,
+        me: NodeId,
+        last_seq: Vec<u64>,
+    ) -> Self {
+        VoterCore {
+            cluster,
+            rule,
+            key,
+            me,
+            last_seq,
+            votes: BTreeMap::new(),
+            decided: BTreeMap::new(),
+            running: BTreeSet::new(),
+            lookups: BTreeMap::new(),
+        }
+    }
+
+    /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
+    /// dropped as malformed.
+    pub fn on_commit_db(
+        &mut self,
+        commit_db: &CommitDb,
+    ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
+        if commit_db.config_epoch != self.cluster.epoch() {
+            return Err(VoterReject::WrongEpoch);
+        }
+        let member = self
+            .cluster
+            .members(commit_db.group)
+            .any(|r| r.id == commit_db.replica.0);
+        let key = self.cluster.node_key(commit_db.replica).filter(|_| member);
+        if !key.is_some_and(|k| commit_db.verify(k)) {
+            return Err(VoterReject::NotMember);
+        }
+        let quorum = self.cluster.config.f + 1;
+        let mut actions = Vec::new();
+        let mut malformed = 0;
+        for execution in &commit_db.executions {
+            if !self.well_formed(execution) {
+                malformed += 1;
+                continue;
+            }
+            if self.already_executed(execution) {
+                // A retransmission after we executed: answer again with the stored result.
+                if !self.running.contains(&execution.order) {
+                    self.lookups.insert(execution.order, commit_db.group);
+                    self.running.insert(execution.order);
+                    actions.push(VoterAction::Execute(execution.clone()));
+                }
+                continue;
+            }
+            if self.decided.contains_key(&execution.order) {
+                continue;
+            }
+            let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
+            let votes = self.votes.entry(execution.order).or_default();
+            votes.by.entry(commit_db.replica).or_insert(digest);
+            votes
+                .candidates
+                .entry(digest)
+                .or_insert_with(|| (commit_db.group, execution.clone()));
+            let agreeing = votes.by.values().filter(|d| **d == digest).count();
+            if agreeing >= quorum {
+                if let Some(votes) = self.votes.remove(&execution.order) {
+                    if let Some(decided) = votes.candidates.get(&digest) {
+                        self.decided.insert(execution.order, decided.clone());
+                    }
+                }
+            }
+        }
+        actions.extend(self.schedule());
+        Ok((actions, malformed))
+    }
+
+    /// The executor ran (or looked up) `order` with this result.
+    pub fn executed(&mut self, order: u64, result: Vec<u8>) -> Vec<VoterAction> {
+        self.running.remove(&order);
+        let group = if let Some((group, execution)) = self.decided.remove(&order) {
+            for &(p, s) in &execution.positions {
+                if let Some(last) = self.last_seq.get_mut(p as usize) {
+                    *last = (*last).max(s);
+                }
+            }
+            Some(group)
+        } else {
+            self.lookups.remove(&order)
+        };
+        let mut actions = Vec::new();
+        if let Some(group) = group {
+            let reply = ReplyCommitDb {
+                db_node: self.me,
+                results: vec![(order, result)],
+                signature: Signature([0; 64]),
+            }
+            .sign(&self.key);
+            actions.push(VoterAction::Reply { group, reply });
+        }
+        actions.extend(self.schedule());
+        actions
+    }
+
+    /// Decided executions waiting for predecessors.
+    pub fn waiting(&self) -> usize {
+        self.decided.len()
+            - self
+                .running
+                .iter()
+                .filter(|o| self.decided.contains_key(o))
+                .count()
+    }
+
+    /// Starts every decided execution whose predecessors on all its partitions have executed.
+    fn schedule(&mut self) -> Vec<VoterAction> {
+        let mut actions = Vec::new();
+        for (order, (_, execution)) in &self.decided {
+            if self.running.contains(order) {
+                continue;
+            }
+            let ready = execution.positions.iter().all(|&(p, s)| {
+                self.last_seq
+                    .get(p as usize)
+                    .is_some_and(|&last| last + 1 == s)
+            });
+            if ready {
+                self.running.insert(*order);
+                actions.push(VoterAction::Execute(execution.clone()));
+            }
+        }
+        actions
+    }
+
+    fn already_executed(&self, execution: &Execution) -> bool {
+        execution
+            .positions
+            .iter()
+            .all(|&(p, s)| self.last_seq.get(p as usize).is_some_and(|&last| s <= last))
+    }
+
+    /// Positions fit the request (its own partition, or every partition for a multi-partition
+    /// request) and the request is one a correct replica orders.
+    fn well_formed(&self, execution: &Execution) -> bool {
+        let request = &execution.request;
+        let partitions = self.cluster.config.partitions;
+        let expected: Vec<u32> = if request.partitions.len() == 1 {
+            request.partitions.clone()
+        } else {
+            (0..partitions).collect()
+        };
+        let positioned: Vec<u32> = execution.positions.iter().map(|&(p, _)| p).collect();
+        positioned == expected
+            && execution
+                .positions
+                .iter()
+                .all(|&(p, s)| p < partitions && s >= 1)
+            && request.declares_truthfully(self.rule.as_ref())
+            && self
+                .cluster
+                .client_key(request.client)
+                .is_some_and(|k| request.verify(k))
+    }
+}

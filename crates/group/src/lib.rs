@@ -1,0 +1,11 @@
+//! A CloudBFT group replica.
+//!
+//! - [`order`]: the global order and per-partition positions every replica derives from the
+//!   primary's PREPAREs;
+//! - [`core::ReplicaCore`]: the sans-IO agreement core (PREPARE, COMMIT, COMMIT-DB,
+//!   REPLY-COMMIT-DB, REPLY);
+//! - [`render::Renderer`]: deterministic page rendering from f+1 matching database results.
+
+pub mod core;
+pub mod order;
+pub mod render;

@@ -1,0 +1,182 @@
+//! The global order and per-partition positions, derived identically by every replica from the
+//! sequence of PREPAREs (docs/protocol.md, "Global order and partitions").
+
+use proto::config::Cluster;
+use proto::{ClientId, Execution, GroupId, PartitionId, PartitionRule, Prepare};
+use std::collections::BTreeMap;
+
+/// Where the derivation stands.
+pub struct OrderBook {
+    partitions: u32,
+    next_order: u64,
+    /// Next sequence number per partition.
+    next_seq: Vec<u64>,
+    /// Newest ordered timestamp per client.
+    last_ordered: BTreeMap<ClientId, u64>,
+}
+
+impl OrderBook {
+    /// The start: nothing ordered yet.
+    pub fn new(cluster: &Cluster) -> Self {
+        let partitions = cluster.config.partitions;
+        OrderBook {
+            partitions,
+            next_order: 1,
+            next_seq: vec![1; partitions as usize],
+            last_ordered: BTreeMap::new(),
+        }
+    }
+
+    /// Orders the entries of the next PREPARE (in primary counter order) and returns each
+    /// ordered entry's group and execution. Entries every correct replica must refuse (bad
+    /// client signature, untruthful or unknown partitions, not newer than the client's last
+    /// ordered request) get no order, so a Byzantine primary cannot make anything execute twice
+    /// or break partition isolation.
+    pub fn order(
+        &mut self,
+        cluster: &Cluster,
+        rule: &dyn PartitionRule,
+        prepare: &Prepare,
+    ) -> Vec<(GroupId, Execution)> {
+        let mut out = Vec::new();
+        for entry in &prepare.entries {
+            let request = &entry.request;
+            let valid = cluster
+                .client_key(request.client)
+                .is_some_and(|key| request.verify(key))
+                && request.declares_truthfully(rule)
+                && !request.partitions.is_empty()
+                && request.partitions.iter().all(|&p| p < self.partitions)
+                && self
+                    .last_ordered
+                    .get(&request.client)
+                    .is_none_or(|&last| request.timestamp > last);
+            if !valid {
+                continue;
+            }
+            self.last_ordered.insert(request.client, request.timestamp);
+            let touched: Vec<PartitionId> = if request.partitions.len() == 1 {
+                request.partitions.clone()
+            } else {
+                (0..self.partitions).collect()
+            };
+            let positions = touched
+                .into_iter()
+                .map(|p| {
+                    let seq = &mut self.next_seq[p as usize];
+                    *seq += 1;
+                    (p, *seq - 1)
+                })
+                .collect();
+            out.push((
+                entry.group,
+                Execution {
+                    order: self.next_order,
+                    positions,
+                    request: request.clone(),
+                },
+            ));
+            self.next_order += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::testing::{client_key, usig, TestCluster};
+    use proto::{ConfigEpoch, NodeId, PrepareEntry, Request, View};
+    use usig::Usig;
+
+    pub(crate) struct BytesArePartitions;
+
+    impl PartitionRule for BytesArePartitions {
+        fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>> {
+            let mut p: Vec<PartitionId> = operation.iter().map(|&b| PartitionId::from(b)).collect();
+            p.sort_unstable();
+            p.dedup();
+            (!p.is_empty()).then_some(p)
+        }
+    }
+
+    fn prepare(requests: Vec<Request>) -> Prepare {
+        let entries: Vec<PrepareEntry> = requests
+            .into_iter()
+            .map(|request| PrepareEntry {
+                group: GroupId(0),
+                request,
+            })
+            .collect();
+        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries);
+        let ui = usig(NodeId(0)).create_ui(&bytes).unwrap();
+        Prepare {
+            view: View(0),
+            config_epoch: ConfigEpoch(1),
+            primary: NodeId(0),
+            entries,
+            ui,
+        }
+    }
+
+    fn request(client: u64, ts: u64, partitions: &[u8]) -> Request {
+        let parts = partitions.iter().map(|&p| PartitionId::from(p)).collect();
+        Request::signed(
+            ClientId(client),
+            ts,
+            parts,
+            partitions.to_vec(),
+            &client_key(ClientId(client)),
+        )
+    }
+
+    #[test]
+    fn single_partition_positions_are_independent_and_multi_partition_takes_all() {
+        let cluster = TestCluster::new(1, 2, 3, 4).cluster;
+        let mut book = OrderBook::new(&cluster);
+        let p = prepare(vec![
+            request(1, 1, &[0]),
+            request(2, 1, &[1]),
+            request(3, 1, &[0, 2]),
+            request(4, 1, &[0]),
+        ]);
+        let out = book.order(&cluster, &BytesArePartitions, &p);
+        let summary: Vec<(u64, Vec<(u32, u64)>)> = out
+            .iter()
+            .map(|(_, e)| (e.order, e.positions.clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (1, vec![(0, 1)]),
+                (2, vec![(1, 1)]),
+                (3, vec![(0, 2), (1, 2), (2, 1)]),
+                (4, vec![(0, 3)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_and_duplicate_entries_get_no_order() {
+        let cluster = TestCluster::new(1, 1, 2, 4).cluster;
+        let mut book = OrderBook::new(&cluster);
+        let mut forged = request(1, 2, &[0]);
+        forged.timestamp = 3;
+        let lying = Request::signed(ClientId(2), 1, vec![0], vec![1], &client_key(ClientId(2)));
+        let unknown_partition = request(3, 1, &[5]);
+        let p = prepare(vec![
+            request(1, 1, &[0]),
+            request(1, 1, &[0]),
+            forged,
+            lying,
+            unknown_partition,
+            request(4, 1, &[1]),
+        ]);
+        let out = book.order(&cluster, &BytesArePartitions, &p);
+        let orders: Vec<(u64, ClientId)> = out
+            .iter()
+            .map(|(_, e)| (e.order, e.request.client))
+            .collect();
+        assert_eq!(orders, vec![(1, ClientId(1)), (2, ClientId(4))]);
+    }
+}

@@ -1,0 +1,14 @@
+//! A deterministic simulation of a whole CloudBFT cluster over the sans-IO cores.
+//!
+//! One seeded random number generator drives an in-memory network that loses, duplicates,
+//! delays and reorders messages; a run with the same [`Scenario`] replays exactly. Database
+//! nodes execute with [`model::ModelDb`], an in-memory stand-in for the SQL executor (the real
+//! executor is tested against SQLite and PostgreSQL in `crates/dbvote`). Byzantine behaviour is
+//! injected at the boundary of a node's core: what it sends is altered and re-signed with its
+//! own key, which is exactly what a compromised node can do.
+
+pub mod model;
+pub mod net;
+pub mod run;
+
+pub use run::{run, Fault, Outcome, Scenario};

@@ -1,0 +1,115 @@
+//! The seeded network and random number generator.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// SplitMix64: small, fast, and the same sequence for the same seed on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// How the network misbehaves.
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Delays are uniform in 1..=max_delay time units, which also reorders.
+    pub max_delay: u64,
+}
+
+/// A message in the queue: delivery time, send sequence number, message.
+type Slot<A, M> = Reverse<(u64, u64, Envelope<A, M>)>;
+
+/// Messages in flight, delivered in time order (ties by send order).
+pub struct Network<A, M> {
+    queue: BinaryHeap<Slot<A, M>>,
+    sent: u64,
+    pub faults: Faults,
+}
+
+/// A message to an address.
+pub struct Envelope<A, M> {
+    pub to: A,
+    pub message: M,
+}
+
+impl<A, M> PartialEq for Envelope<A, M> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl<A, M> Eq for Envelope<A, M> {}
+impl<A, M> PartialOrd for Envelope<A, M> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<A, M> Ord for Envelope<A, M> {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl<A, M: Clone> Network<A, M> {
+    pub fn new(faults: Faults) -> Self {
+        Network {
+            queue: BinaryHeap::new(),
+            sent: 0,
+            faults,
+        }
+    }
+
+    /// Sends through the faulty network.
+    pub fn send(&mut self, rng: &mut Rng, now: u64, to: A, message: M)
+    where
+        A: Clone,
+    {
+        if rng.chance(self.faults.loss) {
+            return;
+        }
+        if rng.chance(self.faults.duplicate) {
+            let at = now + rng.between(1, self.faults.max_delay);
+            self.push(at, to.clone(), message.clone());
+        }
+        let at = now + rng.between(1, self.faults.max_delay);
+        self.push(at, to, message);
+    }
+
+    fn push(&mut self, at: u64, to: A, message: M) {
+        self.sent += 1;
+        self.queue
+            .push(Reverse((at, self.sent, Envelope { to, message })));
+    }
+
+    /// The next delivery, if any, with its time.
+    pub fn pop(&mut self) -> Option<(u64, Envelope<A, M>)> {
+        self.queue.pop().map(|Reverse((at, _, e))| (at, e))
+    }
+
+    /// Time of the next delivery.
+    pub fn peek_time(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse((at, _, _))| *at)
+    }
+}

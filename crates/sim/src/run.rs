@@ -1,0 +1,680 @@
+//! One simulated run: a primary, every group's replicas, the database nodes and closed-loop
+//! clients, over the faulty network.
+
+use crate::model::ModelDb;
+use crate::net::{Faults, Network, Rng};
+use dbvote::voter::{VoterAction, VoterCore};
+use group::core::{Action as ReplicaAction, ReplicaCore};
+use group::render::Renderer;
+use primary::core::{Action as PrimaryAction, PrimaryCore, Rejection};
+use proto::config::Cluster;
+use proto::testing::{client_key, node_key, usig, TestCluster};
+use proto::{
+    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Prepare, Reply, Request,
+    Signature, View,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use usig::soft::SoftUsig;
+use usig::Usig;
+
+/// Byzantine behaviour to inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// This replica sends every client a different page.
+    WrongPage(NodeId),
+    /// This replica sends the database nodes a different operation.
+    WrongCommitDb(NodeId),
+    /// This database node answers with a wrong result.
+    WrongResult(NodeId),
+    /// This replica also sends COMMIT-DBs naming a group it does not belong to.
+    OutsiderCommitDb(NodeId),
+    /// A rogue client floods requests with bad signatures.
+    ForgedClient,
+    /// The network re-injects old client requests at random times.
+    ReplayRequests,
+}
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub seed: u64,
+    pub f: usize,
+    pub groups: u32,
+    pub partitions: u32,
+    pub clients: u64,
+    pub requests_per_client: u64,
+    /// Share of requests that touch two partitions.
+    pub multi_partition: f64,
+    pub max_batch: usize,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub max_delay: u64,
+    pub faults: Vec<Fault>,
+    /// Give up after this much simulated time.
+    pub max_time: u64,
+}
+
+impl Scenario {
+    /// f = 1, two groups, four partitions, a lossy, duplicating, reordering network.
+    pub fn lossy(seed: u64) -> Self {
+        Scenario {
+            seed,
+            f: 1,
+            groups: 2,
+            partitions: 4,
+            clients: 4,
+            requests_per_client: 6,
+            multi_partition: 0.2,
+            max_batch: 4,
+            loss: 0.05,
+            duplicate: 0.05,
+            max_delay: 10,
+            faults: Vec::new(),
+            max_time: 200_000,
+        }
+    }
+}
+
+/// What happened.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Requests that got f+1 matching replies, per client.
+    pub completed: BTreeMap<ClientId, u64>,
+    /// State of each correct database node.
+    pub db_states: BTreeMap<NodeId, Vec<(PartitionId, u64, [u8; 32])>>,
+    /// Most times any order really executed on any correct node (must be 1).
+    pub max_executions: u32,
+    /// Orders executed by the first correct node.
+    pub executed_orders: usize,
+    /// Pages clients accepted, by (client, timestamp): every one must be the correct page.
+    pub accepted_pages: BTreeMap<(ClientId, u64), Vec<u8>>,
+    /// The pages a correct replica renders from a correct node's results.
+    pub correct_pages: BTreeMap<(ClientId, u64), Vec<u8>>,
+    pub rejected_messages: u64,
+    pub time: u64,
+}
+
+/// The partitions of a simulated operation: its first byte counts them, the next bytes list them.
+pub struct SimRule;
+
+impl PartitionRule for SimRule {
+    fn partitions(&self, op: &[u8]) -> Option<Vec<PartitionId>> {
+        let (&k, rest) = op.split_first()?;
+        let mut p: Vec<PartitionId> = rest
+            .get(..usize::from(k))?
+            .iter()
+            .map(|&b| b.into())
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        (!p.is_empty()).then_some(p)
+    }
+}
+
+/// What the simulation's groups render.
+pub struct SimRenderer;
+
+impl Renderer for SimRenderer {
+    fn render(&self, request: &Request, result: &[u8]) -> Vec<u8> {
+        format!(
+            "<p>client {} request {}: {}</p>",
+            request.client.0,
+            request.timestamp,
+            result
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        )
+        .into_bytes()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Addr {
+    Primary,
+    Replica(NodeId),
+    Db(NodeId),
+    Client(ClientId),
+}
+
+// Nearly every message is the large variant, so boxing it would only add an allocation each.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+enum Msg {
+    Proto(Message),
+    FetchPrepares(NodeId, RangeInclusive<u64>),
+    FetchCommits(NodeId, Option<RangeInclusive<u64>>, Vec<u64>),
+}
+
+struct Client {
+    id: ClientId,
+    next_ts: u64,
+    outstanding: Option<(Request, u64)>,
+    votes: BTreeMap<(GroupId, Vec<u8>), BTreeSet<NodeId>>,
+    done: u64,
+    sent: Vec<Request>,
+}
+
+struct World {
+    scenario: Scenario,
+    cluster: Arc<Cluster>,
+    rng: Rng,
+    net: Network<Addr, Msg>,
+    now: u64,
+    primary: PrimaryCore,
+    primary_usig: SoftUsig,
+    history: Vec<Prepare>,
+    replicas: BTreeMap<NodeId, (ReplicaCore, SoftUsig)>,
+    voters: BTreeMap<NodeId, (VoterCore, ModelDb)>,
+    clients: Vec<Client>,
+    accepted: BTreeMap<(ClientId, u64), Vec<u8>>,
+    rejected: u64,
+}
+
+const TICK: u64 = 50;
+/// Simulated time after the last client finished, for lagging nodes to catch up.
+const GRACE: u64 = 2_000;
+const CLIENT_TIMEOUT: u64 = 200;
+
+/// Runs a scenario to completion (every client done) or to its time limit.
+pub fn run(scenario: Scenario) -> Outcome {
+    let mut w = World::new(scenario);
+    for i in 0..w.clients.len() {
+        w.next_request(i);
+    }
+    let mut next_tick = TICK;
+    let mut finished_at = None;
+    while w.now < w.scenario.max_time && finished_at.is_none_or(|t| w.now < t + GRACE) {
+        if finished_at.is_none() && w.all_done() {
+            finished_at = Some(w.now);
+        }
+        match w.net.peek_time() {
+            Some(at) if at <= next_tick => {
+                let Some((at, envelope)) = w.net.pop() else {
+                    break;
+                };
+                w.now = at;
+                w.deliver(envelope.to, envelope.message);
+            }
+            _ => {
+                w.now = next_tick;
+                next_tick += TICK;
+                w.tick();
+            }
+        }
+    }
+    w.outcome()
+}
+
+impl World {
+    fn new(scenario: Scenario) -> Self {
+        let test = TestCluster::new(
+            scenario.f,
+            scenario.groups,
+            scenario.partitions,
+            scenario.clients,
+        );
+        let cluster = Arc::new(test.cluster);
+        let rule: Arc<dyn PartitionRule> = Arc::new(SimRule);
+        let renderer: Arc<dyn Renderer> = Arc::new(SimRenderer);
+        let replicas = cluster
+            .config
+            .replicas
+            .iter()
+            .map(|r| {
+                let id = NodeId(r.id);
+                let core = ReplicaCore::new(
+                    cluster.clone(),
+                    rule.clone(),
+                    renderer.clone(),
+                    node_key(id),
+                    id,
+                )
+                .expect("replica in the cluster");
+                (id, (core, usig(id)))
+            })
+            .collect();
+        let voters = cluster
+            .config
+            .db_nodes
+            .iter()
+            .map(|d| {
+                let id = NodeId(d.id);
+                let last = vec![0; scenario.partitions as usize];
+                (
+                    id,
+                    (
+                        VoterCore::new(cluster.clone(), rule.clone(), node_key(id), id, last),
+                        ModelDb::default(),
+                    ),
+                )
+            })
+            .collect();
+        let clients = (1..=scenario.clients)
+            .map(|c| Client {
+                id: ClientId(c),
+                next_ts: 1,
+                outstanding: None,
+                votes: BTreeMap::new(),
+                done: 0,
+                sent: Vec::new(),
+            })
+            .collect();
+        World {
+            rng: Rng::new(scenario.seed),
+            net: Network::new(Faults {
+                loss: scenario.loss,
+                duplicate: scenario.duplicate,
+                max_delay: scenario.max_delay,
+            }),
+            now: 0,
+            primary: PrimaryCore::new(
+                cluster.clone(),
+                rule,
+                NodeId(0),
+                View(0),
+                scenario.max_batch,
+            ),
+            primary_usig: usig(NodeId(0)),
+            history: Vec::new(),
+            replicas,
+            voters,
+            clients,
+            accepted: BTreeMap::new(),
+            rejected: 0,
+            cluster,
+            scenario,
+        }
+    }
+
+    fn faulty(&self, fault: Fault) -> bool {
+        self.scenario.faults.contains(&fault)
+    }
+
+    fn send(&mut self, to: Addr, msg: Msg) {
+        self.net.send(&mut self.rng, self.now, to, msg);
+    }
+
+    fn all_done(&self) -> bool {
+        self.clients
+            .iter()
+            .all(|c| c.done >= self.scenario.requests_per_client)
+    }
+
+    /// The client's next request: one partition, or two with the scenario's probability.
+    fn next_request(&mut self, i: usize) {
+        if self.clients[i].done >= self.scenario.requests_per_client {
+            return;
+        }
+        let parts = self.scenario.partitions as u64;
+        let first = self.rng.between(0, parts - 1) as u8;
+        let mut ps = vec![first];
+        if self.rng.chance(self.scenario.multi_partition) && parts > 1 {
+            ps.push(((u64::from(first) + self.rng.between(1, parts - 1)) % parts) as u8);
+        }
+        let client = &mut self.clients[i];
+        let ts = client.next_ts;
+        client.next_ts += 1;
+        let mut op = vec![ps.len() as u8];
+        op.extend_from_slice(&ps);
+        op.extend_from_slice(&client.id.0.to_be_bytes());
+        op.extend_from_slice(&ts.to_be_bytes());
+        let partitions = SimRule.partitions(&op).unwrap_or_default();
+        let request = Request::signed(client.id, ts, partitions, op, &client_key(client.id));
+        client.outstanding = Some((request.clone(), self.now));
+        client.votes.clear();
+        client.sent.push(request.clone());
+        self.broadcast_request(request);
+    }
+
+    fn broadcast_request(&mut self, request: Request) {
+        self.send(Addr::Primary, Msg::Proto(Message::Request(request.clone())));
+        let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+        for id in ids {
+            self.send(
+                Addr::Replica(id),
+                Msg::Proto(Message::Request(request.clone())),
+            );
+        }
+    }
+
+    fn tick(&mut self) {
+        let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+        for id in ids {
+            let actions = self
+                .replicas
+                .get_mut(&id)
+                .map(|(r, _)| r.on_tick())
+                .unwrap_or_default();
+            self.replica_actions(id, actions);
+        }
+        for i in 0..self.clients.len() {
+            let stale = self.clients[i]
+                .outstanding
+                .as_ref()
+                .filter(|(_, at)| self.now - at >= CLIENT_TIMEOUT)
+                .map(|(r, _)| r.clone());
+            if let Some(request) = stale {
+                self.clients[i].outstanding = Some((request.clone(), self.now));
+                self.broadcast_request(request);
+            }
+        }
+        if self.faulty(Fault::ForgedClient) {
+            let mut forged = Request::signed(
+                ClientId(1),
+                1_000_000 + self.now,
+                vec![0],
+                vec![1, 0],
+                &client_key(ClientId(2)),
+            );
+            forged.signature = Signature([7; 64]);
+            self.broadcast_request(forged);
+        }
+        if self.faulty(Fault::ReplayRequests) {
+            let old: Vec<Request> = self
+                .clients
+                .iter()
+                .filter_map(|c| c.sent.first().cloned())
+                .collect();
+            for r in old {
+                self.broadcast_request(r);
+            }
+        }
+    }
+
+    fn deliver(&mut self, to: Addr, msg: Msg) {
+        match (to, msg) {
+            (Addr::Primary, Msg::Proto(Message::Request(r))) => {
+                match self.primary.on_request(r.clone()) {
+                    Ok(actions) => self.primary_actions(actions),
+                    Err(Rejection::Duplicate) => self.resend_prepare_of(&r),
+                    Err(_) => self.rejected += 1,
+                }
+            }
+            (Addr::Primary, Msg::FetchPrepares(from, range)) => {
+                for counter in range {
+                    if let Some(p) = self.history.get(counter as usize - 1).cloned() {
+                        self.send(Addr::Replica(from), Msg::Proto(Message::Prepare(p)));
+                    }
+                }
+            }
+            (Addr::Replica(id), Msg::FetchCommits(from, warrants, prepares)) => {
+                let actions = self
+                    .replicas
+                    .get(&id)
+                    .map(|(core, _)| core.on_fetch_commits(from, warrants, &prepares))
+                    .unwrap_or_default();
+                self.replica_actions(id, actions);
+            }
+            (Addr::Replica(id), Msg::Proto(m)) => {
+                let Some((core, _)) = self.replicas.get_mut(&id) else {
+                    return;
+                };
+                let result = match m {
+                    Message::Prepare(p) => core.on_prepare(p).map_err(|_| ()),
+                    Message::Commit(c) => core.on_commit(c).map_err(|_| ()),
+                    Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(|_| ()),
+                    Message::Request(r) => Ok(core.on_request(&r)),
+                    _ => Err(()),
+                };
+                match result {
+                    Ok(actions) => self.replica_actions(id, actions),
+                    Err(()) => self.rejected += 1,
+                }
+            }
+            (Addr::Db(id), Msg::Proto(Message::CommitDb(c))) => {
+                let Some((voter, _)) = self.voters.get_mut(&id) else {
+                    return;
+                };
+                match voter.on_commit_db(&c) {
+                    Ok((actions, malformed)) => {
+                        self.rejected += malformed as u64;
+                        self.voter_actions(id, actions);
+                    }
+                    Err(_) => self.rejected += 1,
+                }
+            }
+            (Addr::Client(c), Msg::Proto(Message::Reply(r))) => self.client_reply(c, r),
+            _ => self.rejected += 1,
+        }
+    }
+
+    fn primary_actions(&mut self, mut actions: Vec<PrimaryAction>) {
+        while let Some(action) = actions.pop() {
+            match action {
+                PrimaryAction::Warrant { bytes } => {
+                    let ui = self.primary_usig.create_ui(&bytes).expect("soft usig");
+                    actions.extend(self.primary.warranted(ui));
+                }
+                PrimaryAction::Broadcast(prepare) => {
+                    self.history.push(prepare.clone());
+                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+                    for id in ids {
+                        self.send(
+                            Addr::Replica(id),
+                            Msg::Proto(Message::Prepare(prepare.clone())),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn replica_actions(&mut self, id: NodeId, actions: Vec<ReplicaAction>) {
+        let mut queue: std::collections::VecDeque<ReplicaAction> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                ReplicaAction::Warrant { bytes } => {
+                    let Some((core, usig)) = self.replicas.get_mut(&id) else {
+                        return;
+                    };
+                    let ui = usig.create_ui(&bytes).expect("soft usig");
+                    queue.extend(core.warranted(ui));
+                }
+                ReplicaAction::SendCommit { to, commit } => {
+                    let group = self.group_of(id);
+                    for peer in self.members(group) {
+                        if peer != id && to.is_none_or(|to| to == peer) {
+                            let m = Message::Commit((*commit).clone());
+                            self.send(Addr::Replica(peer), Msg::Proto(m));
+                        }
+                    }
+                }
+                ReplicaAction::FetchPrepares(range) => {
+                    self.send(Addr::Primary, Msg::FetchPrepares(id, range))
+                }
+                ReplicaAction::FetchCommits {
+                    from,
+                    warrants,
+                    prepares,
+                } => self.send(
+                    Addr::Replica(from),
+                    Msg::FetchCommits(id, warrants, prepares),
+                ),
+                ReplicaAction::Persist { counter, .. } => {
+                    if let Some((core, _)) = self.replicas.get_mut(&id) {
+                        queue.extend(core.persisted(counter));
+                    }
+                }
+                ReplicaAction::SendCommitDb {
+                    to,
+                    commit_db: mut cdb,
+                } => {
+                    if self.faulty(Fault::WrongCommitDb(id)) {
+                        for e in &mut cdb.executions {
+                            e.request.operation.push(0xee);
+                        }
+                        cdb = cdb.sign(&node_key(id));
+                    }
+                    if self.faulty(Fault::OutsiderCommitDb(id)) {
+                        let mut outsider = cdb.clone();
+                        outsider.group = GroupId((cdb.group.0 + 1) % self.scenario.groups);
+                        let outsider = outsider.sign(&node_key(id));
+                        self.send_to_dbs(to, Message::CommitDb(outsider));
+                    }
+                    self.send_to_dbs(to, Message::CommitDb(cdb));
+                }
+                ReplicaAction::SendReply(mut reply) => {
+                    if self.faulty(Fault::WrongPage(id)) {
+                        reply.page = b"<p>you have been hacked</p>".to_vec();
+                        reply = reply.sign(&node_key(id));
+                    }
+                    self.send(
+                        Addr::Client(reply.client),
+                        Msg::Proto(Message::Reply(reply)),
+                    );
+                }
+            }
+        }
+    }
+
+    fn voter_actions(&mut self, id: NodeId, actions: Vec<VoterAction>) {
+        let mut queue: std::collections::VecDeque<VoterAction> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                VoterAction::Execute(e) => {
+                    let Some((voter, db)) = self.voters.get_mut(&id) else {
+                        return;
+                    };
+                    let result = db.execute(&e);
+                    queue.extend(voter.executed(e.order, result));
+                }
+                VoterAction::Reply { group, mut reply } => {
+                    if self.faulty(Fault::WrongResult(id)) {
+                        for (_, r) in &mut reply.results {
+                            r.push(0xbd);
+                        }
+                        reply = reply.sign(&node_key(id));
+                    }
+                    for member in self.members(group) {
+                        self.send(
+                            Addr::Replica(member),
+                            Msg::Proto(Message::ReplyCommitDb(reply.clone())),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_to_dbs(&mut self, to: Option<NodeId>, m: Message) {
+        let ids: Vec<NodeId> = self.voters.keys().copied().collect();
+        for db in ids.into_iter().filter(|db| to.is_none_or(|to| to == *db)) {
+            self.send(Addr::Db(db), Msg::Proto(m.clone()));
+        }
+    }
+
+    /// A retransmitted request the primary already ordered: its PREPARE may have been lost by
+    /// everyone (no later PREPARE shows the gap), so send it again, as a primary driver does.
+    fn resend_prepare_of(&mut self, r: &Request) {
+        let prepare = self.history.iter().rev().find(|p| {
+            p.entries
+                .iter()
+                .any(|e| e.request.client == r.client && e.request.timestamp == r.timestamp)
+        });
+        if let Some(prepare) = prepare.cloned() {
+            let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+            for id in ids {
+                self.send(
+                    Addr::Replica(id),
+                    Msg::Proto(Message::Prepare(prepare.clone())),
+                );
+            }
+        }
+    }
+
+    fn client_reply(&mut self, client: ClientId, reply: Reply) {
+        let f = self.cluster.config.f;
+        let Some(i) = self.clients.iter().position(|c| c.id == client) else {
+            return;
+        };
+        let Some((request, _)) = self.clients[i].outstanding.clone() else {
+            return;
+        };
+        let member = self
+            .cluster
+            .members(reply.group)
+            .any(|r| r.id == reply.replica.0);
+        let signed = self
+            .cluster
+            .node_key(reply.replica)
+            .is_some_and(|k| reply.verify(k));
+        if !member || !signed || reply.client != client || reply.timestamp != request.timestamp {
+            self.rejected += 1;
+            return;
+        }
+        let voters = self.clients[i]
+            .votes
+            .entry((reply.group, reply.page.clone()))
+            .or_default();
+        voters.insert(reply.replica);
+        if voters.len() > f {
+            self.accepted
+                .insert((client, request.timestamp), reply.page);
+            self.clients[i].outstanding = None;
+            self.clients[i].done += 1;
+            self.next_request(i);
+        }
+    }
+
+    fn group_of(&self, id: NodeId) -> GroupId {
+        GroupId(
+            self.cluster
+                .config
+                .replicas
+                .iter()
+                .find(|r| r.id == id.0)
+                .map_or(0, |r| r.group),
+        )
+    }
+
+    fn members(&self, group: GroupId) -> Vec<NodeId> {
+        self.cluster.members(group).map(|r| NodeId(r.id)).collect()
+    }
+
+    fn outcome(self) -> Outcome {
+        let faulty_dbs: BTreeSet<NodeId> = self
+            .scenario
+            .faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::WrongResult(id) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let correct = || {
+            self.voters
+                .iter()
+                .filter(|(id, _)| !faulty_dbs.contains(id))
+        };
+        Outcome {
+            completed: self.clients.iter().map(|c| (c.id, c.done)).collect(),
+            db_states: correct().map(|(id, (_, db))| (*id, db.state())).collect(),
+            max_executions: correct()
+                .flat_map(|(_, (_, db))| db.executions.values().copied())
+                .max()
+                .unwrap_or(0),
+            executed_orders: correct()
+                .next()
+                .map_or(0, |(_, (_, db))| db.executions.len()),
+            correct_pages: correct_pages(&self.clients, correct().next().map(|(_, (_, db))| db)),
+            accepted_pages: self.accepted,
+            rejected_messages: self.rejected,
+            time: self.now,
+        }
+    }
+}
+
+fn correct_pages(clients: &[Client], db: Option<&ModelDb>) -> BTreeMap<(ClientId, u64), Vec<u8>> {
+    let Some(db) = db else { return BTreeMap::new() };
+    clients
+        .iter()
+        .flat_map(|c| c.sent.iter())
+        .filter_map(|r| {
+            let result = db.by_request.get(&(r.client, r.timestamp))?;
+            Some(((r.client, r.timestamp), SimRenderer.render(r, result)))
+        })
+        .collect()
+}
