@@ -4,32 +4,9 @@
 
 mod common;
 
-use common::{scenarios, Kind};
+use common::{every_scenario, scenarios, Kind};
 
-macro_rules! on_backend {
-    ($kind:expr; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                scenarios::$name($kind).await;
-            }
-        )*
-    };
-}
-
-on_backend!(
-    Kind::Postgres;
-    executes_in_order,
-    not_ready_for_missing_predecessor,
-    disjoint_partitions_run_concurrently,
-    multi_partition_waits_on_all_partitions,
-    already_executed_returns_stored_result,
-    conflicting_positions_are_errors,
-    malformed_and_invalid_are_errors,
-    dropped_mid_stream_resumes,
-    interleavings_reach_identical_state,
-    refuses_foreign_database,
-);
+every_scenario!(Kind::Postgres);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_then_reopen() {

@@ -85,20 +85,9 @@ impl OrderBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::testing::{client_key, usig, TestCluster};
+    use proto::testing::{client_key, request, usig, BytesArePartitions, TestCluster};
     use proto::{ConfigEpoch, NodeId, PrepareEntry, Request, View};
     use usig::Usig;
-
-    pub(crate) struct BytesArePartitions;
-
-    impl PartitionRule for BytesArePartitions {
-        fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>> {
-            let mut p: Vec<PartitionId> = operation.iter().map(|&b| PartitionId::from(b)).collect();
-            p.sort_unstable();
-            p.dedup();
-            (!p.is_empty()).then_some(p)
-        }
-    }
 
     fn prepare(requests: Vec<Request>) -> Prepare {
         let entries: Vec<PrepareEntry> = requests
@@ -117,17 +106,6 @@ mod tests {
             entries,
             ui,
         }
-    }
-
-    fn request(client: u64, ts: u64, partitions: &[u8]) -> Request {
-        let parts = partitions.iter().map(|&p| PartitionId::from(p)).collect();
-        Request::signed(
-            ClientId(client),
-            ts,
-            parts,
-            partitions.to_vec(),
-            &client_key(ClientId(client)),
-        )
     }
 
     #[test]

@@ -145,21 +145,8 @@ impl PrimaryCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::testing::{client_key, usig, TestCluster};
-    use proto::PartitionId;
+    use proto::testing::{client_key, request, usig, BytesArePartitions, TestCluster};
     use usig::Usig;
-
-    /// Test rule: the operation's bytes are the partitions it touches.
-    struct BytesArePartitions;
-
-    impl PartitionRule for BytesArePartitions {
-        fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>> {
-            let mut p: Vec<PartitionId> = operation.iter().map(|&b| PartitionId::from(b)).collect();
-            p.sort_unstable();
-            p.dedup();
-            (!p.is_empty()).then_some(p)
-        }
-    }
 
     fn primary(max_batch: usize) -> PrimaryCore {
         let cluster = Arc::new(TestCluster::new(1, 2, 4, 4).cluster);
@@ -169,17 +156,6 @@ mod tests {
             NodeId(0),
             View(0),
             max_batch,
-        )
-    }
-
-    fn request(client: u64, ts: u64, partitions: &[u8]) -> Request {
-        let parts = partitions.iter().map(|&p| PartitionId::from(p)).collect();
-        Request::signed(
-            ClientId(client),
-            ts,
-            parts,
-            partitions.to_vec(),
-            &client_key(ClientId(client)),
         )
     }
 

@@ -106,3 +106,61 @@ fn seed(kind: u8, id: u64) -> [u8; 32] {
     s[1..9].copy_from_slice(&id.to_be_bytes());
     s
 }
+
+/// A test application rule: the operation's bytes are the partitions it touches.
+pub struct BytesArePartitions;
+
+impl crate::message::PartitionRule for BytesArePartitions {
+    fn partitions(&self, operation: &[u8]) -> Option<Vec<crate::ids::PartitionId>> {
+        let mut p: Vec<crate::ids::PartitionId> = operation.iter().map(|&b| b.into()).collect();
+        p.sort_unstable();
+        p.dedup();
+        (!p.is_empty()).then_some(p)
+    }
+}
+
+/// A request of `client` touching `partitions` (its operation, under [`BytesArePartitions`]).
+pub fn request(client: u64, timestamp: u64, partitions: &[u8]) -> crate::message::Request {
+    let client = ClientId(client);
+    let declared = partitions.iter().map(|&p| p.into()).collect();
+    crate::message::Request::signed(
+        client,
+        timestamp,
+        declared,
+        partitions.to_vec(),
+        &client_key(client),
+    )
+}
+
+/// SplitMix64: a small generator with the same sequence for the same seed on every machine, so
+/// that a failing seeded test replays exactly.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}

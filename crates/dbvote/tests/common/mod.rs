@@ -4,6 +4,39 @@
 
 pub mod scenarios;
 
+/// One test per scenario on one backend.
+macro_rules! on_backend {
+    ($kind:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                scenarios::$name($kind).await;
+            }
+        )*
+    };
+}
+pub(crate) use on_backend;
+
+/// Every backend-independent scenario as a test on one backend.
+macro_rules! every_scenario {
+    ($kind:expr) => {
+        $crate::common::on_backend!(
+            $kind;
+            executes_in_order,
+            not_ready_for_missing_predecessor,
+            disjoint_partitions_run_concurrently,
+            multi_partition_waits_on_all_partitions,
+            already_executed_returns_stored_result,
+            conflicting_positions_are_errors,
+            malformed_and_invalid_are_errors,
+            dropped_mid_stream_resumes,
+            interleavings_reach_identical_state,
+            refuses_foreign_database,
+        );
+    };
+}
+pub(crate) use every_scenario;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -148,26 +181,7 @@ pub async fn open(db: &TestDb, partitions: u32) -> Executor<Bank> {
     Executor::open(&db.url, Bank, partitions).await.unwrap()
 }
 
-/// A small deterministic generator (splitmix64), so that failures can be replayed by seed.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+pub use proto::testing::Rng;
 
 /// Assigns global order ids and per-partition positions, as the ordering layer does.
 pub struct Sequencer {

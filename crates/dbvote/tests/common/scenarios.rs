@@ -322,7 +322,7 @@ pub async fn malformed_and_invalid_are_errors(kind: Kind) {
     let mut malformed = vec![vec![], vec![0xff; 12], vec![7], trailing, truncated];
     for _ in 0..50 {
         let len = rng.below(24) as usize;
-        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         if BankOp::decode(&bytes).is_err() {
             malformed.push(bytes);
         }
