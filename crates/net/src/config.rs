@@ -1,0 +1,131 @@
+//! Transport tuning, with defaults that suit a cluster on one data-centre network.
+
+use std::time::Duration;
+
+/// How a [`Transport`](crate::Transport) bounds memory and paces reconnections.
+///
+/// Every limit is per connection or per destination so that one slow, dead or hostile peer cannot
+/// exhaust memory or stall traffic to the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Largest frame payload accepted or sent, in bytes. Inbound connections announcing more are
+    /// closed before anything is allocated; outbound frames over it are refused at
+    /// [`send`](crate::Transport::send), since a peer with the same limit would reject them. At
+    /// most `u32::MAX` (the length prefix is 4 bytes).
+    pub max_frame: usize,
+    /// Frames waiting per destination while its connection is down or slow. When it is full new
+    /// frames to that destination are dropped and counted: the protocol retransmits what matters,
+    /// and dropping keeps memory bounded and `send` non-blocking.
+    pub queue_per_peer: usize,
+    /// Inbound frames buffered for the consumer of the inbound receiver. When it is full the read
+    /// loops wait, so TCP flow control pushes back on the senders instead of frames piling up.
+    pub inbound_queue: usize,
+    /// First delay before retrying a failed connection attempt; it doubles after each failure.
+    pub connect_backoff_min: Duration,
+    /// Cap on the reconnection delay, so a peer that comes back is reached again soon.
+    pub connect_backoff_max: Duration,
+    /// Upper bound on one connection attempt (a peer whose host is gone may never answer a SYN).
+    pub connect_timeout: Duration,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            max_frame: 16 << 20,
+            queue_per_peer: 4096,
+            inbound_queue: 4096,
+            connect_backoff_min: Duration::from_millis(20),
+            connect_backoff_max: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A configuration the transport cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The length prefix is a `u32`, so larger frames cannot be expressed.
+    #[error("max_frame {0} exceeds the 4-byte length prefix (u32::MAX)")]
+    MaxFrameTooLarge(usize),
+    /// A zero-capacity queue could never hold a frame.
+    #[error("{0} must be at least 1")]
+    EmptyQueue(&'static str),
+    /// A zero initial backoff would retry a dead peer in a tight loop.
+    #[error("connect_backoff_min must be positive")]
+    ZeroBackoff,
+    /// The cap must not be below the starting delay.
+    #[error("connect_backoff_max ({max:?}) is below connect_backoff_min ({min:?})")]
+    BackoffCapBelowMin { min: Duration, max: Duration },
+    /// A zero timeout would fail every connection attempt.
+    #[error("connect_timeout must be positive")]
+    ZeroConnectTimeout,
+}
+
+impl TransportConfig {
+    /// Checks the limits; [`Transport::bind`](crate::Transport::bind) refuses an invalid
+    /// configuration rather than misbehaving later.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if u32::try_from(self.max_frame).is_err() {
+            return Err(ConfigError::MaxFrameTooLarge(self.max_frame));
+        }
+        if self.queue_per_peer == 0 {
+            return Err(ConfigError::EmptyQueue("queue_per_peer"));
+        }
+        if self.inbound_queue == 0 {
+            return Err(ConfigError::EmptyQueue("inbound_queue"));
+        }
+        if self.connect_backoff_min.is_zero() {
+            return Err(ConfigError::ZeroBackoff);
+        }
+        if self.connect_backoff_max < self.connect_backoff_min {
+            return Err(ConfigError::BackoffCapBelowMin {
+                min: self.connect_backoff_min,
+                max: self.connect_backoff_max,
+            });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(ConfigError::ZeroConnectTimeout);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_bad_limits_are_refused() {
+        assert_eq!(TransportConfig::default().validate(), Ok(()));
+        let bad = |f: fn(&mut TransportConfig)| {
+            let mut c = TransportConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert_eq!(
+            bad(|c| c.queue_per_peer = 0),
+            ConfigError::EmptyQueue("queue_per_peer")
+        );
+        assert_eq!(
+            bad(|c| c.inbound_queue = 0),
+            ConfigError::EmptyQueue("inbound_queue")
+        );
+        assert_eq!(
+            bad(|c| c.connect_backoff_min = Duration::ZERO),
+            ConfigError::ZeroBackoff
+        );
+        assert!(matches!(
+            bad(|c| c.connect_backoff_max = Duration::from_millis(1)),
+            ConfigError::BackoffCapBelowMin { .. }
+        ));
+        assert_eq!(
+            bad(|c| c.connect_timeout = Duration::ZERO),
+            ConfigError::ZeroConnectTimeout
+        );
+        #[cfg(target_pointer_width = "64")]
+        assert!(matches!(
+            bad(|c| c.max_frame = u32::MAX as usize + 1),
+            ConfigError::MaxFrameTooLarge(_)
+        ));
+    }
+}

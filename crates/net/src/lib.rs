@@ -1,0 +1,211 @@
+//! The TCP transport of cloudbft's node drivers (primary, group replica, database node,
+//! gateway).
+//!
+//! It carries opaque frames: callers encode protocol messages (`proto::Envelope::encode`) and
+//! decode what arrives. The protocol authenticates every message itself (signatures, unique
+//! warrants) and retransmits what matters, so the transport does no cryptography and gives
+//! best-effort, in-order delivery per destination:
+//!
+//! - [`Transport::send`] never blocks and never fails. Each destination has one task with a
+//!   bounded queue and one outbound connection, opened lazily, re-opened with capped exponential
+//!   backoff; when the queue is full the frame is dropped and counted. A dead, slow or hostile
+//!   peer therefore costs at most its queue and never delays traffic to the others.
+//! - Inbound connections are read-only: each read loop accepts frames up to
+//!   [`TransportConfig::max_frame`] and closes its connection on an oversized length prefix or a
+//!   truncated frame, counting it, without ever allocating more than the limit.
+//! - Frames use the format of [`wire::frame`] (4-byte big-endian length, then the payload), with
+//!   async equivalents in [`frame`].
+//!
+//! Connections are one-way: a node sends on the connections it opens and receives on those it
+//! accepts. [`Inbound::from`] is therefore the sender's ephemeral source address, not the
+//! address it listens on: identify senders by the signed contents and reply to their
+//! configured address.
+
+pub mod config;
+pub mod frame;
+mod inbound;
+mod outbound;
+mod stats;
+mod task;
+
+pub use config::{ConfigError, TransportConfig};
+pub use stats::Stats;
+
+use stats::{add, Counters};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use task::Lifetime;
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, watch};
+
+/// One frame received, with the connection it came on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    /// Source address of the TCP connection (the peer's ephemeral port, not its listen
+    /// address). Informational: the protocol identifies senders by their signatures.
+    pub from: SocketAddr,
+    /// The frame's payload, at most `max_frame` bytes, not yet decoded or authenticated.
+    pub frame: Vec<u8>,
+}
+
+/// A handle on one node's transport: a listening socket and one outbound connection per
+/// destination.
+///
+/// Cloning is cheap (all clones share the same connections and counters). The transport stops
+/// with [`shutdown`](Transport::shutdown), or when the last handle is dropped.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: TransportConfig,
+    local_addr: SocketAddr,
+    runtime: Handle,
+    counters: Arc<Counters>,
+    /// The queue of each destination's task. Entries live as long as the transport: nodes talk to
+    /// a fixed set of configured addresses.
+    peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>,
+    /// `true` asks every task to stop; `closed()` tells when all have.
+    shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn lifetime(&self) -> Lifetime {
+        Lifetime::new(self.runtime.clone(), self.shutdown.subscribe())
+    }
+
+    fn is_shut_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Starts the task of destination `to` and returns its queue.
+    fn spawn_peer(&self, to: SocketAddr) -> mpsc::Sender<Vec<u8>> {
+        let (tx, queue) = mpsc::channel(self.config.queue_per_peer);
+        let peer = outbound::Peer {
+            to,
+            queue,
+            config: self.config.clone(),
+            counters: Arc::clone(&self.counters),
+        };
+        self.lifetime()
+            .spawn(move |lifetime| outbound::run(peer, lifetime));
+        tx
+    }
+}
+
+impl Transport {
+    /// Binds `listen` (port 0 picks a free port; [`local_addr`](Transport::local_addr) tells which),
+    /// spawns the accept loop on the current tokio runtime, and returns the handle with the
+    /// receiver of every inbound frame.
+    ///
+    /// The receiver is bounded by [`TransportConfig::inbound_queue`]: a consumer that falls behind
+    /// slows the senders through TCP flow control rather than growing memory. Dropping it stops
+    /// accepting connections.
+    ///
+    /// Fails if the configuration is invalid (`InvalidInput`), if called outside a tokio runtime,
+    /// or if the address cannot be bound.
+    pub async fn bind(
+        listen: SocketAddr,
+        config: TransportConfig,
+    ) -> io::Result<(Transport, mpsc::Receiver<Inbound>)> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let runtime = Handle::try_current().map_err(io::Error::other)?;
+        let listener = TcpListener::bind(listen).await?;
+        let local_addr = listener.local_addr()?;
+        let (deliver, inbound) = mpsc::channel(config.inbound_queue);
+        let (shutdown, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            local_addr,
+            runtime,
+            counters: Arc::default(),
+            peers: Mutex::default(),
+            shutdown,
+            config,
+        });
+        let ctx = inbound::InboundCtx {
+            deliver,
+            counters: Arc::clone(&shared.counters),
+            max_frame: shared.config.max_frame,
+        };
+        shared
+            .lifetime()
+            .spawn(move |lifetime| inbound::accept_loop(listener, ctx, lifetime));
+        tracing::info!(%local_addr, "transport listening");
+        Ok((Transport { shared }, inbound))
+    }
+
+    /// The address actually bound (with the real port when `listen` used port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &TransportConfig {
+        &self.shared.config
+    }
+
+    /// Queues `frame` for `to`. Never blocks and never fails, so protocol code can send from
+    /// anywhere (even outside the runtime) without a slow peer stalling it.
+    ///
+    /// Frames to one destination are sent in order on one connection, opened on the first send
+    /// and re-opened after failures with capped exponential backoff. Delivery is best effort:
+    /// the frame is dropped (and counted in [`Stats::dropped`]) when the destination's queue is
+    /// full or the transport is shut down, and refused ([`Stats::oversized`]) when it exceeds
+    /// `max_frame`; frames in flight when a connection breaks may be lost. The protocol
+    /// retransmits what matters.
+    pub fn send(&self, to: SocketAddr, frame: Vec<u8>) {
+        let shared = &self.shared;
+        if frame.len() > shared.config.max_frame {
+            add(&shared.counters.oversized, 1);
+            tracing::warn!(%to, len = frame.len(), max = shared.config.max_frame, "refusing oversized frame");
+            return;
+        }
+        let mut peers = shared.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.is_shut_down() {
+            add(&shared.counters.dropped, 1);
+            return;
+        }
+        let queue = peers.entry(to).or_insert_with(|| shared.spawn_peer(to));
+        let frame = match queue.try_send(frame) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                add(&shared.counters.dropped, 1);
+                tracing::trace!(%to, "queue full: frame dropped");
+                return;
+            }
+            // The task is gone (it only stops at shutdown, so this is defensive): restart it.
+            Err(mpsc::error::TrySendError::Closed(frame)) => frame,
+        };
+        let queue = shared.spawn_peer(to);
+        if queue.try_send(frame).is_err() {
+            add(&shared.counters.dropped, 1);
+        }
+        peers.insert(to, queue);
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Stops the accept loop, every read loop and every outbound task, and returns once all of
+    /// them have ended and released their sockets (so the address can be bound again at once).
+    /// Frames still queued are discarded. Other handles stay valid but their sends are dropped.
+    pub async fn shutdown(self) {
+        self.shared.shutdown.send_replace(true);
+        self.shared
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.shared.shutdown.closed().await;
+        tracing::info!(local_addr = %self.shared.local_addr, "transport shut down");
+    }
+}

@@ -1,0 +1,67 @@
+//! Counters of what the transport did, for operators and tests: a best-effort transport must say
+//! what it dropped and why.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of the transport's counters since [`bind`](crate::Transport::bind). Each counter is
+/// read independently, so a snapshot taken while traffic flows is not one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames entirely handed to the operating system on an outbound connection. (TCP may still
+    /// lose the last ones if the connection breaks; the protocol retransmits.)
+    pub frames_sent: u64,
+    /// Complete inbound frames read and handed to the inbound receiver.
+    pub frames_received: u64,
+    /// Frames dropped by [`send`](crate::Transport::send) because the destination's queue was
+    /// full, or because the transport was shut down.
+    pub dropped: u64,
+    /// Frames refused by [`send`](crate::Transport::send) because they exceed `max_frame`.
+    pub oversized: u64,
+    /// Inbound connections closed for a bad stream: a length prefix over `max_frame` (including
+    /// garbage read as a length) or a stream ending in the middle of a frame.
+    pub malformed: u64,
+    /// Inbound connections accepted.
+    pub accepted: u64,
+    /// First successful outbound connection to a destination.
+    pub connects: u64,
+    /// Later successful outbound connections to a destination whose previous one broke.
+    pub reconnects: u64,
+    /// Outbound connection attempts that failed or timed out (each is followed by a backoff).
+    pub connect_failures: u64,
+}
+
+/// The live counters behind [`Stats`], shared by every task of one transport.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub frames_sent: AtomicU64,
+    pub frames_received: AtomicU64,
+    pub dropped: AtomicU64,
+    pub oversized: AtomicU64,
+    pub malformed: AtomicU64,
+    pub accepted: AtomicU64,
+    pub connects: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub connect_failures: AtomicU64,
+}
+
+/// Adds `n` to a counter. Relaxed: counters order nothing else.
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            frames_sent: get(&self.frames_sent),
+            frames_received: get(&self.frames_received),
+            dropped: get(&self.dropped),
+            oversized: get(&self.oversized),
+            malformed: get(&self.malformed),
+            accepted: get(&self.accepted),
+            connects: get(&self.connects),
+            reconnects: get(&self.reconnects),
+            connect_failures: get(&self.connect_failures),
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The transport over real TCP on 127.0.0.1, ports chosen by the OS. Timeouts only bound how long
+//! an expected event may take; nothing sleeps for an event it could await.
+
+use net::{Inbound, Transport, TransportConfig};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::Receiver;
+use tokio::time::timeout;
+
+/// Upper bound for any single expected event.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn config() -> TransportConfig {
+    TransportConfig {
+        connect_backoff_min: Duration::from_millis(5),
+        connect_backoff_max: Duration::from_millis(50),
+        ..TransportConfig::default()
+    }
+}
+
+async fn bind_at(addr: SocketAddr, config: TransportConfig) -> (Transport, Receiver<Inbound>) {
+    Transport::bind(addr, config).await.unwrap()
+}
+
+async fn bind(config: TransportConfig) -> (Transport, Receiver<Inbound>) {
+    bind_at("127.0.0.1:0".parse().unwrap(), config).await
+}
+
+/// An address nobody listens on (bound by the OS, then released).
+fn unused_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+async fn recv(rx: &mut Receiver<Inbound>) -> Inbound {
+    timeout(WAIT, rx.recv())
+        .await
+        .expect("timed out waiting for a frame")
+        .expect("inbound channel closed")
+}
+
+/// A frame carrying sequence number `seq`, with a length that varies with it (including the
+/// 8-byte minimum and, now and then, a frame larger than one write batch).
+fn numbered(seq: u64) -> Vec<u8> {
+    let pad = match seq % 1000 {
+        999 => 300 * 1024,
+        n => (n % 97) as usize * 13,
+    };
+    let mut frame = seq.to_be_bytes().to_vec();
+    frame.extend((0..pad).map(|i| (seq as usize + i) as u8));
+    frame
+}
+
+/// Sequence number of a [`numbered`] frame, checking its contents.
+fn seq_of(frame: &[u8]) -> u64 {
+    let seq = u64::from_be_bytes(frame[..8].try_into().unwrap());
+    assert_eq!(frame, numbered(seq), "frame {seq} corrupted");
+    seq
+}
+
+/// Polls a condition that has no event to await (counters), up to [`WAIT`].
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Waits until the server closes `stream` (EOF or reset), proving the connection was dropped.
+async fn expect_closed(mut stream: TcpStream) {
+    let mut buf = [0u8; 64];
+    let read = timeout(WAIT, stream.read(&mut buf))
+        .await
+        .expect("server kept the connection open");
+    // The server never writes on an inbound connection: EOF, or a reset if our bytes were unread.
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "server wrote {read:?} bytes"
+    );
+}
+
+/// Receives `n` numbered frames and checks they are 0..n in order, from a loopback address.
+async fn receive_in_order(rx: &mut Receiver<Inbound>, n: u64) {
+    for expected in 0..n {
+        let inbound = recv(rx).await;
+        assert!(inbound.from.ip().is_loopback());
+        assert_eq!(seq_of(&inbound.frame), expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchange_many_frames_in_order_both_ways() {
+    const N: u64 = 5000;
+    let cfg = TransportConfig {
+        queue_per_peer: N as usize,
+        ..config()
+    };
+    let (a, mut a_rx) = bind(cfg.clone()).await;
+    let (b, mut b_rx) = bind(cfg).await;
+    for seq in 0..N {
+        a.send(b.local_addr(), numbered(seq));
+        b.send(a.local_addr(), numbered(seq));
+    }
+    tokio::join!(
+        receive_in_order(&mut a_rx, N),
+        receive_in_order(&mut b_rx, N)
+    );
+
+    for t in [&a, &b] {
+        wait_until("all frames are counted as sent", || {
+            t.stats().frames_sent == N
+        })
+        .await;
+        let s = t.stats();
+        assert_eq!(s.frames_received, N);
+        assert_eq!((s.dropped, s.malformed, s.oversized), (0, 0, 0));
+        assert_eq!((s.connects, s.reconnects, s.accepted), (1, 0, 1));
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn peer_down_at_first_gets_the_frames_queued_before_it_came_up() {
+    let (a, _a_rx) = bind(config()).await;
+    let b_addr = unused_addr();
+    for seq in 0..200 {
+        a.send(b_addr, numbered(seq));
+    }
+    wait_until("a retried the absent peer with backoff", || {
+        a.stats().connect_failures >= 3
+    })
+    .await;
+
+    let (b, mut b_rx) = bind_at(b_addr, config()).await;
+    for expected in 0..200 {
+        assert_eq!(seq_of(&recv(&mut b_rx).await.frame), expected);
+    }
+    let s = a.stats();
+    assert_eq!((s.connects, s.reconnects, s.dropped), (1, 0, 0));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn peer_restarting_mid_stream_gets_later_frames_once_back() {
+    let (a, _a_rx) = bind(config()).await;
+    let (b1, mut b1_rx) = bind(config()).await;
+    let b_addr = b1.local_addr();
+    for seq in 0..100 {
+        a.send(b_addr, numbered(seq));
+    }
+    for expected in 0..100 {
+        assert_eq!(seq_of(&recv(&mut b1_rx).await.frame), expected);
+    }
+
+    // B goes down; shutdown returns once its sockets are closed.
+    b1.shutdown().await;
+    drop(b1_rx);
+    // Keep sending while it is down. Frames written before a notices the closure are taken by
+    // TCP into the dead connection and lost (the protocol retransmits); once a has noticed, its
+    // reconnection attempts fail and the frames wait in the queue.
+    let mut seq = 100;
+    let deadline = Instant::now() + WAIT;
+    while a.stats().connect_failures == 0 {
+        assert!(Instant::now() < deadline, "a never found b down");
+        a.send(b_addr, numbered(seq));
+        seq += 1;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let queued_while_down = seq;
+
+    // B comes back on the same address: frames queued while it was down and every later frame
+    // arrive, in order.
+    let (b2, mut b2_rx) = bind_at(b_addr, config()).await;
+    let last = queued_while_down + 100;
+    for seq in queued_while_down..last {
+        a.send(b_addr, numbered(seq));
+    }
+    let mut received = Vec::new();
+    while received.last() != Some(&(last - 1)) {
+        received.push(seq_of(&recv(&mut b2_rx).await.frame));
+    }
+    assert!(received.windows(2).all(|w| w[0] < w[1]), "out of order");
+    assert!(received.ends_with(&(queued_while_down..last).collect::<Vec<_>>()));
+    assert_eq!(a.stats().reconnects, 1);
+    a.shutdown().await;
+    b2.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_inbound_streams_are_closed_and_counted_others_keep_working() {
+    const MAX: usize = 1024;
+    let cfg = TransportConfig {
+        max_frame: MAX,
+        ..config()
+    };
+    let (a, _a_rx) = bind(cfg.clone()).await;
+    let (b, mut b_rx) = bind(cfg).await;
+    a.send(b.local_addr(), b"before".to_vec());
+    assert_eq!(recv(&mut b_rx).await.frame, b"before");
+
+    let raw = || TcpStream::connect(b.local_addr());
+
+    // A frame of exactly the limit is fine.
+    let mut ok = raw().await.unwrap();
+    ok.write_all(&(MAX as u32).to_be_bytes()).await.unwrap();
+    ok.write_all(&[9; MAX]).await.unwrap();
+    assert_eq!(recv(&mut b_rx).await.frame, vec![9; MAX]);
+
+    // One byte over the limit.
+    let mut oversized = raw().await.unwrap();
+    oversized
+        .write_all(&(MAX as u32 + 1).to_be_bytes())
+        .await
+        .unwrap();
+    expect_closed(oversized).await;
+
+    // Garbage: read as a length prefix of about 1.2 GB, refused without allocating it.
+    let mut garbage = raw().await.unwrap();
+    garbage
+        .write_all(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n")
+        .await
+        .unwrap();
+    expect_closed(garbage).await;
+
+    // A frame announced at 100 bytes whose stream ends after 10.
+    let mut truncated = raw().await.unwrap();
+    truncated.write_all(&100u32.to_be_bytes()).await.unwrap();
+    truncated.write_all(&[1; 10]).await.unwrap();
+    truncated.shutdown().await.unwrap();
+    expect_closed(truncated).await;
+
+    // A header cut short.
+    let mut short_header = raw().await.unwrap();
+    short_header.write_all(&[0, 0]).await.unwrap();
+    short_header.shutdown().await.unwrap();
+    expect_closed(short_header).await;
+
+    wait_until("four malformed streams are counted", || {
+        b.stats().malformed == 4
+    })
+    .await;
+
+    // The well-behaved connections were not disturbed.
+    a.send(b.local_addr(), b"after".to_vec());
+    assert_eq!(recv(&mut b_rx).await.frame, b"after");
+    ok.write_all(&3u32.to_be_bytes()).await.unwrap();
+    ok.write_all(b"raw").await.unwrap();
+    assert_eq!(recv(&mut b_rx).await.frame, b"raw");
+    let s = b.stats();
+    assert_eq!((s.malformed, s.frames_received, s.accepted), (4, 4, 6));
+    assert_eq!(a.stats().reconnects, 0);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_peer() {
+    const QUEUE: usize = 16;
+    const ROUNDS: u64 = 200;
+    const PER_ROUND: u64 = 10;
+    let cfg = TransportConfig {
+        queue_per_peer: QUEUE,
+        ..config()
+    };
+    let (a, _a_rx) = bind(cfg.clone()).await;
+    let (live, mut live_rx) = bind(cfg).await;
+    let dead = unused_addr();
+    // Completes handshakes through its backlog but never reads: writes to it stall once the
+    // kernel buffers are full.
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stalled_addr = stalled.local_addr().unwrap();
+
+    let start = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for round in 0..ROUNDS {
+        for _ in 0..PER_ROUND {
+            a.send(dead, vec![0; 100]);
+            a.send(stalled_addr, vec![0; 32 * 1024]);
+        }
+        let sent_at = Instant::now();
+        a.send(live.local_addr(), numbered(round));
+        assert_eq!(seq_of(&recv(&mut live_rx).await.frame), round);
+        slowest = slowest.max(sent_at.elapsed());
+    }
+    let elapsed = start.elapsed();
+
+    let s = a.stats();
+    let flooded = ROUNDS * PER_ROUND;
+    // Toward the dead peer at most the queue plus the frame its task holds were kept.
+    let dead_dropped_at_least = flooded - QUEUE as u64 - 1;
+    // Toward the stalled one, the kernel buffers take a few MB at most of the 64 MB offered.
+    assert!(
+        s.dropped >= dead_dropped_at_least + flooded / 2,
+        "dropped only {}",
+        s.dropped
+    );
+    assert!(s.connect_failures >= 1);
+    assert_eq!(live.stats().frames_received, ROUNDS);
+    assert!(
+        slowest < Duration::from_secs(1) && elapsed < Duration::from_secs(5),
+        "live peer slowed: slowest frame {slowest:?}, all {elapsed:?}"
+    );
+    a.shutdown().await;
+    live.shutdown().await;
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn oversized_sends_are_refused_and_shutdown_drops_later_sends() {
+    let cfg = TransportConfig {
+        max_frame: 64,
+        ..config()
+    };
+    let (a, _a_rx) = bind(cfg.clone()).await;
+    let (b, mut b_rx) = bind(cfg).await;
+    a.send(b.local_addr(), vec![1; 65]);
+    a.send(b.local_addr(), vec![2; 64]);
+    assert_eq!(recv(&mut b_rx).await.frame, vec![2; 64]);
+    assert_eq!(a.stats().oversized, 1);
+
+    let handle = a.clone();
+    a.shutdown().await;
+    handle.send(b.local_addr(), vec![3]);
+    assert_eq!(handle.stats().dropped, 1);
+    b.shutdown().await;
+    // b's read loop ended with it, so its receiver reports the end.
+    assert!(timeout(WAIT, b_rx.recv()).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn invalid_configuration_is_refused() {
+    let cfg = TransportConfig {
+        queue_per_peer: 0,
+        ..config()
+    };
+    let err = Transport::bind("127.0.0.1:0".parse().unwrap(), cfg)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[tokio::test]
+async fn dropping_every_handle_stops_the_transport() {
+    let (a, _a_rx) = bind(config()).await;
+    let (b, mut b_rx) = bind(config()).await;
+    a.send(b.local_addr(), b"hello".to_vec());
+    assert_eq!(recv(&mut b_rx).await.frame, b"hello");
+    // Without shutdown: b's accept loop and read loop end once its last handle is gone, closing
+    // the inbound channel.
+    drop(b);
+    assert!(timeout(WAIT, b_rx.recv()).await.unwrap().is_none());
+    a.shutdown().await;
+}
