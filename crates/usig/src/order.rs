@@ -343,16 +343,7 @@ mod tests {
     #[test]
     fn tpm_warrants_must_continue_one_chain() {
         let ak = FakeAk::new();
-        let mut dir = Directory::new();
-        dir.enroll(
-            ID,
-            Enrollment::Tpm {
-                ak_public_key: ak.public,
-                epoch_offset: ak.offset,
-                pcr: 3,
-                tpm_identity: [0; 32],
-            },
-        );
+        let dir = ak.directory(ID, 3);
         let mut v: OrderedVerifier<()> = OrderedVerifier::new(dir, 8);
         let e = Epoch::from_tpm(1, 0);
         let d = |m: &[u8]| MessageDigest::of(m);

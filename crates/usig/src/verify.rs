@@ -253,6 +253,21 @@ pub(crate) mod tests {
             })
         }
 
+        /// A directory where `identity` is enrolled with this key on `pcr`.
+        pub(crate) fn directory(&self, identity: UsigId, pcr: u8) -> Directory {
+            let mut dir = Directory::new();
+            dir.enroll(
+                identity,
+                Enrollment::Tpm {
+                    ak_public_key: self.public,
+                    epoch_offset: self.offset,
+                    pcr,
+                    tpm_identity: [0; 32],
+                },
+            );
+            dir
+        }
+
         /// A well-formed warrant on `pcr`, as a TPM would produce it.
         pub(crate) fn warrant(
             &self,
@@ -329,24 +344,10 @@ pub(crate) mod tests {
         assert_eq!(dir.verify_ui(ID, b"m", &z), Err(VerifyError::ZeroCounter));
     }
 
-    fn tpm_dir(ak: &FakeAk, pcr: u8) -> Directory {
-        let mut dir = Directory::new();
-        dir.enroll(
-            ID,
-            Enrollment::Tpm {
-                ak_public_key: ak.public,
-                epoch_offset: ak.offset,
-                pcr,
-                tpm_identity: [0; 32],
-            },
-        );
-        dir
-    }
-
     #[test]
     fn tpm_quote_contents_are_checked() {
         let ak = FakeAk::new();
-        let dir = tpm_dir(&ak, 9);
+        let dir = ak.directory(ID, 9);
         let d = MessageDigest::of(b"m");
         let epoch = Epoch::from_tpm(4, 1);
         let w1 = ak.warrant(ID, epoch, 1, [0; 32], &d, 9);
