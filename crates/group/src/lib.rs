@@ -4,8 +4,10 @@
 //!   primary's PREPAREs;
 //! - [`core::ReplicaCore`]: the sans-IO agreement core (PREPARE, COMMIT, COMMIT-DB,
 //!   REPLY-COMMIT-DB, REPLY);
+//! - [`log::DecisionLog`]: the durable log of accepted decisions (one fsync per batch);
 //! - [`render::Renderer`]: deterministic page rendering from f+1 matching database results.
 
 pub mod core;
+pub mod log;
 pub mod order;
 pub mod render;

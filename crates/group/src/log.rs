@@ -1,0 +1,209 @@
+//! The durable decision log: an append-only file of length- and CRC-framed records.
+//!
+//! A replica appends each accepted decision and makes a batch durable with one `fdatasync`
+//! before it sends the batch's COMMIT-DBs, so logging one batch overlaps with the database work
+//! of the previous ones. On open the log replays every complete record; a torn record at the end
+//! (a crash in the middle of a write) is cut off, while damage anywhere before the end is
+//! refused, since silently dropping a decision from the middle could lose an acknowledged one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Largest record accepted; decisions are far smaller (a batch of requests).
+pub const MAX_RECORD: usize = 16 << 20;
+const HEADER: usize = 8;
+
+/// Why the log cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("decision log {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(
+        "decision log {path} is damaged at byte {offset} (before its end, so not a torn write): \
+         restore it from a backup or rebuild the replica from its peers"
+    )]
+    Corrupt { path: PathBuf, offset: u64 },
+    #[error("a record of {0} bytes is outside 1..={MAX_RECORD}")]
+    Size(usize),
+}
+
+/// An open decision log.
+pub struct DecisionLog {
+    file: File,
+    path: PathBuf,
+    /// Appended since the last sync.
+    dirty: bool,
+}
+
+impl DecisionLog {
+    /// Opens (or creates) the log at `path` and returns it with every complete record, in order.
+    pub fn open(path: &Path) -> Result<(Self, Vec<Vec<u8>>), LogError> {
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let (records, good) = parse(&bytes).map_err(|offset| LogError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+        })?;
+        if good < bytes.len() as u64 {
+            tracing::warn!(path = %path.display(), cut = bytes.len() as u64 - good, "cutting a torn record off the end of the decision log");
+            file.set_len(good).map_err(io)?;
+            file.sync_data().map_err(io)?;
+        }
+        file.seek(SeekFrom::End(0)).map_err(io)?;
+        let log = DecisionLog {
+            file,
+            path: path.to_path_buf(),
+            dirty: false,
+        };
+        Ok((log, records))
+    }
+
+    /// Appends a non-empty record (not yet durable: see [`DecisionLog::sync`]).
+    pub fn append(&mut self, record: &[u8]) -> Result<(), LogError> {
+        if record.is_empty() || record.len() > MAX_RECORD {
+            return Err(LogError::Size(record.len()));
+        }
+        let mut framed = Vec::with_capacity(HEADER + record.len());
+        framed.extend_from_slice(&(record.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&crc32fast::hash(record).to_be_bytes());
+        framed.extend_from_slice(record);
+        self.file
+            .write_all(&framed)
+            .map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable, with one `fdatasync` for the whole batch.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        if self.dirty {
+            self.file.sync_data().map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+/// Complete records and the length they occupy; `Err(offset)` for damage before the end.
+fn parse(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), u64> {
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let Some(header) = bytes.get(at..at + HEADER) else {
+            break; // torn header at the end
+        };
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let body_end = at + HEADER + len;
+        if len == 0 || len > MAX_RECORD {
+            // Zeros where a record should start: space the file system allocated but the crash
+            // left unwritten. Anything else is damage.
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break;
+            }
+            return Err(at as u64);
+        }
+        let Some(body) = bytes.get(at + HEADER..body_end) else {
+            break; // torn body at the end
+        };
+        if crc32fast::hash(body) != crc {
+            if body_end == bytes.len() {
+                break; // the last record was being written
+            }
+            return Err(at as u64);
+        }
+        records.push(body.to_vec());
+        at = body_end;
+    }
+    Ok((records, at as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn reopen(path: &Path) -> Vec<Vec<u8>> {
+        DecisionLog::open(path).unwrap().1
+    }
+
+    #[test]
+    fn records_survive_reopen_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.log");
+        let (mut log, none) = DecisionLog::open(&path).unwrap();
+        assert!(none.is_empty());
+        assert!(matches!(log.append(b""), Err(LogError::Size(0))));
+        for i in 0..100u32 {
+            log.append(&i.to_be_bytes().repeat(1 + i as usize % 7))
+                .unwrap();
+        }
+        log.sync().unwrap();
+        drop(log);
+        let records = reopen(&path);
+        assert_eq!(records.len(), 100);
+        assert_eq!(records[9], 9u32.to_be_bytes().repeat(3));
+        let (mut log, _) = DecisionLog::open(&path).unwrap();
+        log.append(b"more").unwrap();
+        log.sync().unwrap();
+        assert_eq!(reopen(&path).last().unwrap(), b"more");
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_damage_before_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.log");
+        let (mut log, _) = DecisionLog::open(&path).unwrap();
+        for r in [&b"first"[..], b"second", b"third"] {
+            log.append(r).unwrap();
+        }
+        log.sync().unwrap();
+        drop(log);
+        let full = std::fs::read(&path).unwrap();
+        // Every cut inside the last record leaves the first two.
+        for cut in full.len() - 12..full.len() {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            assert_eq!(reopen(&path), vec![b"first".to_vec(), b"second".to_vec()]);
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().len(),
+                (2 * HEADER + 11) as u64
+            );
+        }
+        // Zeros after the last record (allocated, never written) are cut too.
+        let mut zeros = full.clone();
+        zeros.extend_from_slice(&[0; 64]);
+        std::fs::write(&path, &zeros).unwrap();
+        assert_eq!(reopen(&path).len(), 3);
+        let mut damaged = full.clone();
+        damaged[HEADER + 1] ^= 0xff;
+        std::fs::write(&path, &damaged).unwrap();
+        assert!(matches!(
+            DecisionLog::open(&path),
+            Err(LogError::Corrupt { offset: 0, .. })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse(&bytes);
+        }
+    }
+}
