@@ -9,7 +9,8 @@
 
 use proto::config::Cluster;
 use proto::{ClientId, GroupId, NodeId, PartitionRule, Prepare, PrepareEntry, Request, View};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::UniqueWarrant;
 
@@ -33,6 +34,9 @@ pub enum Action {
     Broadcast(Prepare),
 }
 
+/// PREPAREs kept to answer replicas that lost them; older ones are left to state transfer.
+const KEEP_PREPARES: usize = 4096;
+
 /// The primary's state.
 pub struct PrimaryCore {
     cluster: Arc<Cluster>,
@@ -44,6 +48,11 @@ pub struct PrimaryCore {
     /// Entries at the USIG now.
     signing: Option<Vec<PrepareEntry>>,
     last_admitted: BTreeMap<ClientId, u64>,
+    /// Recent PREPAREs by warrant counter, and where each client's latest request was ordered.
+    recent: BTreeMap<u64, Prepare>,
+    ordered_in: BTreeMap<ClientId, (u64, u64)>,
+    /// PREPAREs re-broadcast since the last tick (at most once per tick each).
+    rebroadcast: BTreeSet<u64>,
 }
 
 impl PrimaryCore {
@@ -64,12 +73,20 @@ impl PrimaryCore {
             pending: VecDeque::new(),
             signing: None,
             last_admitted: BTreeMap::new(),
+            recent: BTreeMap::new(),
+            ordered_in: BTreeMap::new(),
+            rebroadcast: BTreeSet::new(),
         }
     }
 
-    /// A client request arrived.
+    /// A client request arrived. The retransmission of a request already ordered re-broadcasts
+    /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
+    /// no replica can see.
     pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
-        let group = self.admit(&request)?;
+        let group = match self.admit(&request) {
+            Err(Rejection::Duplicate) => return self.retransmitted(&request),
+            other => other?,
+        };
         self.last_admitted.insert(request.client, request.timestamp);
         self.pending.push_back(PrepareEntry { group, request });
         Ok(self.next_batch())
@@ -80,6 +97,7 @@ impl PrimaryCore {
         let Some(entries) = self.signing.take() else {
             return Vec::new();
         };
+        let counter = ui.counter;
         let prepare = Prepare {
             view: self.view,
             config_epoch: self.cluster.epoch(),
@@ -87,9 +105,45 @@ impl PrimaryCore {
             entries,
             ui,
         };
+        for e in &prepare.entries {
+            self.ordered_in
+                .insert(e.request.client, (e.request.timestamp, counter));
+        }
+        self.recent.insert(counter, prepare.clone());
+        while self.recent.len() > KEEP_PREPARES {
+            self.recent.pop_first();
+        }
         let mut actions = vec![Action::Broadcast(prepare)];
         actions.extend(self.next_batch());
         actions
+    }
+
+    /// A replica asks for PREPAREs it lost (a gap in the warrant counters it holds).
+    pub fn on_fetch(&self, counters: RangeInclusive<u64>) -> Vec<Prepare> {
+        self.recent
+            .range(counters)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+
+    /// A timer tick: PREPAREs may be re-broadcast again.
+    pub fn on_tick(&mut self) {
+        self.rebroadcast.clear();
+    }
+
+    fn retransmitted(&mut self, request: &Request) -> Result<Vec<Action>, Rejection> {
+        let Some(&(timestamp, counter)) = self.ordered_in.get(&request.client) else {
+            return Err(Rejection::Duplicate);
+        };
+        if timestamp != request.timestamp {
+            return Err(Rejection::Duplicate);
+        }
+        match self.recent.get(&counter) {
+            Some(prepare) if self.rebroadcast.insert(counter) => {
+                Ok(vec![Action::Broadcast(prepare.clone())])
+            }
+            _ => Ok(Vec::new()),
+        }
     }
 
     /// Requests waiting for the next batch.
@@ -227,5 +281,29 @@ mod tests {
         assert_eq!(p.on_request(request(1, 5, &[0])), Err(Rejection::Duplicate));
         assert_eq!(p.on_request(request(1, 4, &[0])), Err(Rejection::Duplicate));
         assert!(p.on_request(request(1, 6, &[0])).is_ok());
+    }
+
+    #[test]
+    fn lost_prepares_are_fetched_and_a_retransmission_resends_its_prepare_once_per_tick() {
+        let mut p = primary(8);
+        let out = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(prepare)] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let prepare = prepare.clone();
+        assert_eq!(p.on_fetch(1..=5), vec![prepare.clone()]);
+        assert!(p.on_fetch(2..=5).is_empty());
+        let again = p.on_request(request(1, 1, &[0]));
+        assert_eq!(again, Ok(vec![Action::Broadcast(prepare.clone())]));
+        assert_eq!(p.on_request(request(1, 1, &[0])), Ok(vec![]));
+        p.on_tick();
+        assert_eq!(
+            p.on_request(request(1, 1, &[0])),
+            Ok(vec![Action::Broadcast(prepare)])
+        );
     }
 }

@@ -6,12 +6,11 @@ use crate::net::{Faults, Network, Rng};
 use dbvote::voter::{VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore};
 use group::render::Renderer;
-use primary::core::{Action as PrimaryAction, PrimaryCore, Rejection};
+use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
 use proto::testing::{client_key, node_key, usig, TestCluster};
 use proto::{
-    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Prepare, Reply, Request,
-    Signature, View,
+    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Reply, Request, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -165,7 +164,6 @@ struct World {
     now: u64,
     primary: PrimaryCore,
     primary_usig: SoftUsig,
-    history: Vec<Prepare>,
     replicas: BTreeMap<NodeId, (ReplicaCore, SoftUsig)>,
     voters: BTreeMap<NodeId, (VoterCore, ModelDb)>,
     clients: Vec<Client>,
@@ -278,7 +276,6 @@ impl World {
                 scenario.max_batch,
             ),
             primary_usig: usig(NodeId(0)),
-            history: Vec::new(),
             replicas,
             voters,
             clients,
@@ -341,6 +338,7 @@ impl World {
     }
 
     fn tick(&mut self) {
+        self.primary.on_tick();
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
         for id in ids {
             let actions = self
@@ -386,18 +384,13 @@ impl World {
 
     fn deliver(&mut self, to: Addr, msg: Msg) {
         match (to, msg) {
-            (Addr::Primary, Msg::Proto(Message::Request(r))) => {
-                match self.primary.on_request(r.clone()) {
-                    Ok(actions) => self.primary_actions(actions),
-                    Err(Rejection::Duplicate) => self.resend_prepare_of(&r),
-                    Err(_) => self.rejected += 1,
-                }
-            }
+            (Addr::Primary, Msg::Proto(Message::Request(r))) => match self.primary.on_request(r) {
+                Ok(actions) => self.primary_actions(actions),
+                Err(_) => self.rejected += 1,
+            },
             (Addr::Primary, Msg::FetchPrepares(from, range)) => {
-                for counter in range {
-                    if let Some(p) = self.history.get(counter as usize - 1).cloned() {
-                        self.send(Addr::Replica(from), Msg::Proto(Message::Prepare(p)));
-                    }
+                for p in self.primary.on_fetch(range) {
+                    self.send(Addr::Replica(from), Msg::Proto(Message::Prepare(p)));
                 }
             }
             (Addr::Replica(id), Msg::FetchCommits(from, warrants, prepares)) => {
@@ -449,7 +442,6 @@ impl World {
                     actions.extend(self.primary.warranted(ui));
                 }
                 PrimaryAction::Broadcast(prepare) => {
-                    self.history.push(prepare.clone());
                     let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
                     for id in ids {
                         self.send(
@@ -563,25 +555,6 @@ impl World {
         let ids: Vec<NodeId> = self.voters.keys().copied().collect();
         for db in ids.into_iter().filter(|db| to.is_none_or(|to| to == *db)) {
             self.send(Addr::Db(db), Msg::Proto(m.clone()));
-        }
-    }
-
-    /// A retransmitted request the primary already ordered: its PREPARE may have been lost by
-    /// everyone (no later PREPARE shows the gap), so send it again, as a primary driver does.
-    fn resend_prepare_of(&mut self, r: &Request) {
-        let prepare = self.history.iter().rev().find(|p| {
-            p.entries
-                .iter()
-                .any(|e| e.request.client == r.client && e.request.timestamp == r.timestamp)
-        });
-        if let Some(prepare) = prepare.cloned() {
-            let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-            for id in ids {
-                self.send(
-                    Addr::Replica(id),
-                    Msg::Proto(Message::Prepare(prepare.clone())),
-                );
-            }
         }
     }
 
