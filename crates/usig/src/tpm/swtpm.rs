@@ -21,6 +21,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -282,6 +283,9 @@ fn spawn(state_dir: &Path, ctrl: &TcpListener, data_port: u16) -> Result<Child, 
             .map_err(io_err("cannot duplicate control listener"))?,
     );
     Command::new("swtpm")
+        // Its own process group: a Ctrl-C meant for our process must not kill the TPM under
+        // it before we have shut down cleanly; we stop swtpm ourselves (Drop).
+        .process_group(0)
         .arg("socket")
         .arg("--tpm2")
         .arg("--tpmstate")
