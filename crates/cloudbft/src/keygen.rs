@@ -59,6 +59,13 @@ pub struct KeygenArgs {
     /// Client identities to create (gateway slots and load-driver terminals).
     #[arg(long, default_value_t = 16)]
     pub clients: u64,
+    /// Client endpoints (reply addresses): the clients are dealt round-robin among them.
+    /// Endpoint 0 is the gateway's, endpoint 1 the load driver's.
+    #[arg(long, default_value_t = 2)]
+    pub client_endpoints: u64,
+    /// The application: "bank" (accounts by branch) or "noop" (no database work).
+    #[arg(long, default_value = "bank")]
+    pub application: String,
 }
 
 /// Machine name of the k-th machine (m0 hosts the primary).
@@ -91,6 +98,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             UsigMode::Soft => "soft".into(),
             UsigMode::Tpm => "tpm".into(),
         },
+        application: args.application.clone(),
         primaries: Vec::new(),
         groups: Vec::new(),
         replicas: Vec::new(),
@@ -147,9 +155,13 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             public_key: new_key(out, &format!("node-{id}"))?,
         });
     }
+    let endpoints: Vec<String> = (0..args.client_endpoints.max(1))
+        .map(|_| next_addr())
+        .collect();
     for c in 1..=args.clients {
         config.clients.push(ClientConfig {
             id: c,
+            addr: endpoints[((c - 1) % endpoints.len() as u64) as usize].clone(),
             public_key: new_key(out, &format!("client-{c}"))?,
         });
     }

@@ -117,3 +117,16 @@ pub trait Application: Send + Sync + 'static {
     /// key columns, for the [state digest](crate::digest).
     fn state_tables(&self) -> Vec<(&'static str, &'static str)>;
 }
+
+/// An application's partition rule as the ordering layer applies it (the primary, the replicas
+/// and the voters all derive partitions the same way).
+pub struct AppRule<A>(pub A);
+
+impl<A: Application> proto::PartitionRule for AppRule<A> {
+    fn partitions(&self, operation: &[u8]) -> Option<Vec<PartitionId>> {
+        let mut partitions = self.0.partitions(operation).ok()?;
+        partitions.sort_unstable();
+        partitions.dedup();
+        (!partitions.is_empty()).then_some(partitions)
+    }
+}

@@ -88,7 +88,7 @@ impl BankOp {
 
     /// Decodes operation bytes, rejecting trailing bytes so that an operation has one encoding.
     pub fn decode(bytes: &[u8]) -> Result<BankOp, AppError> {
-        decode_exact(bytes)
+        decode_exact(Bank::NAME, bytes)
     }
 
     /// The partitions (branches) this operation touches, sorted, without duplicates.
@@ -111,18 +111,24 @@ impl BankResult {
 
     /// Decodes result bytes (as returned by the executor).
     pub fn decode(bytes: &[u8]) -> Result<BankResult, AppError> {
-        decode_exact(bytes)
+        decode_exact(Bank::NAME, bytes)
     }
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+/// The canonical postcard bytes of an operation or result.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Serialising enums of integers into a growable vector cannot fail.
     postcard::to_stdvec(value).unwrap_or_default()
 }
 
-fn decode_exact<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, AppError> {
+/// Decodes postcard bytes of application `app`, rejecting trailing bytes so that a value has
+/// one encoding.
+pub(crate) fn decode_exact<'a, T: Deserialize<'a>>(
+    app: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, AppError> {
     let malformed = |reason: String| AppError::Malformed {
-        app: Bank::NAME,
+        app,
         len: bytes.len(),
         reason,
     };

@@ -15,6 +15,7 @@
 //!
 //! - [`app`]: the [`Application`] trait for deterministic transaction programs, and [`Backend`];
 //! - [`bank`]: a small built-in bank application, partitioned by branch;
+//! - [`noop`]: operations that do no application work, to measure the protocol alone;
 //! - [`executor`]: [`Executor`] over SQLite (embedded default, WAL) or PostgreSQL, via sqlx;
 //! - [`digest`]: the state digest that must be identical on every correct node;
 //! - [`error`]: what can go wrong, and what to do about it.
@@ -25,9 +26,10 @@ mod bookkeeping;
 pub mod digest;
 pub mod error;
 pub mod executor;
+pub mod noop;
 pub mod voter;
 
-pub use app::{Application, Backend, PartitionId};
+pub use app::{AppRule, Application, Backend, PartitionId};
 pub use bank::{Bank, BankOp, BankResult};
 pub use error::{AppError, DbError, ExecError};
 pub use executor::{sqlite_url, Execution, Executor, Gap, Outcome, PartitionProgress, Progress};

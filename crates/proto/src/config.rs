@@ -22,6 +22,10 @@ pub struct ClusterConfig {
     pub partitions: u32,
     /// "soft" or "tpm": what every USIG identity must be enrolled as.
     pub usig: String,
+    /// The application every node runs ("bank" or "noop"): its partition rule, transaction
+    /// programs and pages must be the same everywhere.
+    #[serde(default = "default_application")]
+    pub application: String,
     #[serde(rename = "primary")]
     pub primaries: Vec<NodeConfig>,
     #[serde(rename = "group")]
@@ -86,7 +90,15 @@ pub struct DbNodeConfig {
 #[serde(deny_unknown_fields)]
 pub struct ClientConfig {
     pub id: u64,
+    /// host:port where the process holding this identity receives REPLYs. Several identities
+    /// share one address when one gateway or load driver holds them all; replicas send replies
+    /// only to configured addresses, never to one a request names.
+    pub addr: String,
     pub public_key: String,
+}
+
+fn default_application() -> String {
+    "bank".into()
 }
 
 /// A configuration mistake.
@@ -218,6 +230,27 @@ impl Cluster {
     /// The configuration epoch.
     pub fn epoch(&self) -> ConfigEpoch {
         ConfigEpoch(self.config.config_epoch)
+    }
+
+    /// The listen address of a primary candidate, replica or database node.
+    pub fn node_addr(&self, node: NodeId) -> Option<&str> {
+        let primaries = self.config.primaries.iter().map(|p| (p.id, &p.addr));
+        let replicas = self.config.replicas.iter().map(|r| (r.id, &r.addr));
+        let dbs = self.config.db_nodes.iter().map(|d| (d.id, &d.addr));
+        primaries
+            .chain(replicas)
+            .chain(dbs)
+            .find(|(id, _)| *id == node.0)
+            .map(|(_, addr)| addr.as_str())
+    }
+
+    /// Where a client receives its REPLYs.
+    pub fn client_addr(&self, client: ClientId) -> Option<&str> {
+        self.config
+            .clients
+            .iter()
+            .find(|c| c.id == client.0)
+            .map(|c| c.addr.as_str())
     }
 
     /// The USIG identity of a primary candidate or replica.

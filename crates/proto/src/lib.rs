@@ -11,6 +11,6 @@ pub mod testing;
 pub use crypto::{PublicKey, Signature, SigningKey};
 pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{
-    Commit, CommitDb, Envelope, Execution, Message, PartitionRule, Prepare, PrepareEntry, Reply,
-    ReplyCommitDb, Request,
+    Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares, Message, PartitionRule,
+    Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };

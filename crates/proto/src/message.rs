@@ -4,6 +4,7 @@
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 use serde::{Deserialize, Serialize};
+use std::ops::RangeInclusive;
 use usig::{MessageDigest, UniqueWarrant};
 
 /// Version written in every envelope; a peer speaking another version is refused.
@@ -174,6 +175,25 @@ pub struct Reply {
     pub signature: Signature,
 }
 
+/// A replica asks the primary to send again the PREPAREs with these counters (it saw a gap).
+/// Signed, so that nobody can make the primary re-send its log to a replica at will.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchPrepares {
+    pub replica: NodeId,
+    pub counters: RangeInclusive<u64>,
+    pub signature: Signature,
+}
+
+/// A replica asks a group peer to send again the COMMITs with these warrant counters (a gap in
+/// the peer's sequence) and those for these PREPARE counters (agreements short of f+1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchCommits {
+    pub replica: NodeId,
+    pub warrants: Option<RangeInclusive<u64>>,
+    pub prepares: Vec<u64>,
+    pub signature: Signature,
+}
+
 /// Implements signing for a node-authenticated message whose last field is `signature`.
 macro_rules! node_signed {
     ($ty:ident, $domain:literal, |$m:ident| $fields:expr) => {
@@ -217,6 +237,16 @@ node_signed!(Reply, b"cloudbft/reply/v1", |m| (
     &m.page
 ));
 
+node_signed!(FetchPrepares, b"cloudbft/fetch-prepares/v1", |m| (
+    m.replica,
+    &m.counters
+));
+node_signed!(FetchCommits, b"cloudbft/fetch-commits/v1", |m| (
+    m.replica,
+    &m.warrants,
+    &m.prepares
+));
+
 /// Every message a cloudbft node sends or receives.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Message {
@@ -226,6 +256,8 @@ pub enum Message {
     CommitDb(CommitDb),
     ReplyCommitDb(ReplyCommitDb),
     Reply(Reply),
+    FetchPrepares(FetchPrepares),
+    FetchCommits(FetchCommits),
 }
 
 /// What travels in one frame: the protocol version and one message.

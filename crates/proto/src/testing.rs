@@ -24,6 +24,7 @@ impl TestCluster {
             config_epoch: 1,
             partitions,
             usig: "soft".into(),
+            application: "bank".into(),
             primaries: vec![NodeConfig {
                 id: 0,
                 addr: "sim:0".into(),
@@ -37,6 +38,7 @@ impl TestCluster {
             clients: (1..=clients)
                 .map(|id| ClientConfig {
                     id,
+                    addr: format!("sim:client-{id}"),
                     public_key: client_key(ClientId(id)).public_key().to_hex(),
                 })
                 .collect(),
