@@ -22,6 +22,7 @@ fn valid() -> ClusterConfig {
         config_epoch: 1,
         partitions: 4,
         usig: "soft".into(),
+        application: "bank".into(),
         primaries: vec![NodeConfig {
             id: 0,
             addr: "127.0.0.1:1".into(),
