@@ -197,7 +197,7 @@ fn new_key(out: &Path, name: &str) -> Result<String> {
     Ok(key.public_key().to_hex())
 }
 
-/// Where keygen puts the key called `name`.
+/// Where keygen puts the key called `name` (`node-N` or `client-N`, as [`proto::keys`] reads).
 pub fn key_path(out: &Path, name: &str) -> PathBuf {
     out.join("keys").join(format!("{name}.key"))
 }

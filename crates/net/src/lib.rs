@@ -24,6 +24,7 @@
 pub mod config;
 pub mod frame;
 mod inbound;
+pub mod metrics;
 mod outbound;
 mod stats;
 mod task;

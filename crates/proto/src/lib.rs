@@ -5,6 +5,7 @@
 pub mod config;
 pub mod crypto;
 pub mod ids;
+pub mod keys;
 pub mod message;
 pub mod testing;
 

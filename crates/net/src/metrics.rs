@@ -1,0 +1,109 @@
+//! The Prometheus endpoint every cloudbft process serves (`GET /metrics`, text exposition
+//! format), and the transport's counters as metrics.
+//!
+//! Roles register their own counters and histograms in a [`Registry`] and hand it to
+//! [`serve`]; [`TransportMetrics`] mirrors a [`Transport`]'s counters into it.
+
+use crate::{Stats, Transport};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::gauge::Gauge;
+pub use prometheus_client::registry::Registry;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Content type of the text exposition format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves `registry` on `addr` (port 0 picks one) until the runtime stops; returns the address
+/// bound. The registry is read on every scrape; updates need no lock on it.
+pub async fn serve(addr: SocketAddr, registry: Arc<Registry>) -> io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = Arc::clone(&registry);
+            async move { ([("content-type", CONTENT_TYPE)], render(&registry)) }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!(%error, "metrics endpoint stopped");
+        }
+    });
+    tracing::info!(%local, "metrics at http://{local}/metrics");
+    Ok(local)
+}
+
+/// The registry in the text exposition format.
+pub fn render(registry: &Registry) -> String {
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut text, registry);
+    text
+}
+
+/// Gauges mirroring a transport's counters (refreshed by [`TransportMetrics::update`], which
+/// drivers call on every timer tick).
+#[derive(Clone, Default)]
+pub struct TransportMetrics {
+    frames_sent: Gauge<u64, AtomicU64>,
+    frames_received: Gauge<u64, AtomicU64>,
+    dropped: Gauge<u64, AtomicU64>,
+    malformed: Gauge<u64, AtomicU64>,
+    connect_failures: Gauge<u64, AtomicU64>,
+}
+
+impl TransportMetrics {
+    /// Registers the gauges under `transport_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = TransportMetrics::default();
+        let r = registry.sub_registry_with_prefix("transport");
+        r.register(
+            "frames_sent",
+            "Frames written to peers",
+            m.frames_sent.clone(),
+        );
+        r.register(
+            "frames_received",
+            "Frames read from peers",
+            m.frames_received.clone(),
+        );
+        r.register(
+            "dropped",
+            "Frames dropped: peer queue full or shut down",
+            m.dropped.clone(),
+        );
+        r.register(
+            "malformed",
+            "Inbound connections closed on an oversized or truncated frame",
+            m.malformed.clone(),
+        );
+        r.register(
+            "connect_failures",
+            "Failed outbound connection attempts",
+            m.connect_failures.clone(),
+        );
+        m
+    }
+
+    /// Copies the transport's counters.
+    pub fn update(&self, transport: &Transport) {
+        let Stats {
+            frames_sent,
+            frames_received,
+            dropped,
+            malformed,
+            connect_failures,
+            ..
+        } = transport.stats();
+        self.frames_sent.set(frames_sent);
+        self.frames_received.set(frames_received);
+        self.dropped.set(dropped);
+        self.malformed.set(malformed);
+        self.connect_failures.set(connect_failures);
+    }
+}
