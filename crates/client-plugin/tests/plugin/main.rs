@@ -1,0 +1,5 @@
+//! Integration tests of the client library over real TCP on 127.0.0.1 (one test
+//! binary, so the fake cluster harness is compiled and linked once).
+
+mod client;
+mod harness;
