@@ -1,0 +1,260 @@
+//! The HTTP gateway: the forms of the cluster's application for browsers, each submission
+//! turned into one signed request, and the page f+1 replicas of one group agreed on sent back
+//! byte for byte.
+//!
+//! Routes:
+//! - `GET /`: the index, one form per operation;
+//! - `POST /bank/open`, `/bank/deposit`, `/bank/transfer`, `/bank/balance` (application
+//!   `bank`) or `POST /noop` (application `noop`), `application/x-www-form-urlencoded`;
+//! - `GET /metrics`: Prometheus text; `GET /healthz`: `ok`.
+//!
+//! Input is validated before anything is signed: a bad field gets a 400 page naming it and
+//! nothing reaches the cluster. A request without an accepted page before the deadline gets a
+//! 504 (the operation may still have executed).
+
+mod forms;
+mod html;
+
+use crate::client::{ClientEndpoint, ClientError};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use forms::{App, Fields, FormSpec};
+use net::metrics::Registry;
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const HTML: &str = "text/html; charset=utf-8";
+/// Content type of the Prometheus text exposition format (as `net::metrics::serve` sends it).
+const METRICS: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Why the gateway cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The cluster runs an application the gateway has no forms for.
+    #[error(
+        "application = {0:?}: the gateway has forms for \"bank\" and \"noop\" only; \
+         fix the cluster configuration"
+    )]
+    UnknownApplication(String),
+    /// The HTTP address cannot be bound.
+    #[error("cannot listen on {listen}: {source}")]
+    Bind {
+        listen: SocketAddr,
+        source: io::Error,
+    },
+}
+
+struct Gate {
+    endpoint: ClientEndpoint,
+    registry: Arc<Registry>,
+    app: App,
+    partitions: u32,
+}
+
+/// The gateway's routes over `endpoint`, for callers that serve them themselves. `registry`
+/// (with the endpoint's [`ClientMetrics`](crate::client::ClientMetrics) registered, typically)
+/// is rendered at `/metrics`.
+pub fn router(endpoint: ClientEndpoint, registry: Arc<Registry>) -> Result<Router, GatewayError> {
+    let config = &endpoint.cluster().config;
+    let app = App::from_name(&config.application)
+        .ok_or_else(|| GatewayError::UnknownApplication(config.application.clone()))?;
+    let gate = Arc::new(Gate {
+        partitions: config.partitions,
+        endpoint,
+        registry,
+        app,
+    });
+    let mut router = Router::new()
+        .route("/", get(index))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }));
+    for spec in app.forms() {
+        router = router.route(
+            spec.action,
+            post(
+                move |State(gate): State<Arc<Gate>>,
+                      form: Result<Form<HashMap<String, String>>, FormRejection>| {
+                    submit(gate, spec, form)
+                },
+            ),
+        );
+    }
+    Ok(router.with_state(gate))
+}
+
+/// A running gateway.
+pub struct Gateway {
+    local_addr: SocketAddr,
+    endpoint: ClientEndpoint,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<io::Result<()>>,
+}
+
+impl Gateway {
+    /// Serves the gateway's routes on `listen` (port 0 picks a free port; see
+    /// [`local_addr`](Gateway::local_addr)) until [`shutdown`](Gateway::shutdown).
+    pub async fn serve(
+        listen: SocketAddr,
+        endpoint: ClientEndpoint,
+        registry: Arc<Registry>,
+    ) -> Result<Gateway, GatewayError> {
+        let router = router(endpoint.clone(), registry)?;
+        let bind = |source| GatewayError::Bind { listen, source };
+        let listener = TcpListener::bind(listen).await.map_err(bind)?;
+        let local_addr = listener.local_addr().map_err(bind)?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    // A dropped sender stops the server as well.
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        tracing::info!(%local_addr, "gateway serving http://{local_addr}/");
+        Ok(Gateway {
+            local_addr,
+            endpoint,
+            stop,
+            server,
+        })
+    }
+
+    /// The address the gateway listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The endpoint the gateway sends requests through.
+    pub fn endpoint(&self) -> &ClientEndpoint {
+        &self.endpoint
+    }
+
+    /// Stops the endpoint first (requests in progress are answered with a 503 rather than
+    /// waited for), then the HTTP server once its connections have finished.
+    pub async fn shutdown(self) {
+        self.endpoint.shutdown().await;
+        let _ = self.stop.send(());
+        match self.server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "gateway server failed"),
+            Err(error) => tracing::warn!(%error, "gateway server task failed"),
+        }
+        tracing::info!(local_addr = %self.local_addr, "gateway shut down");
+    }
+}
+
+async fn index(State(gate): State<Arc<Gate>>) -> Response {
+    html_response(StatusCode::OK, html::index(gate.app, gate.partitions))
+}
+
+async fn metrics(State(gate): State<Arc<Gate>>) -> Response {
+    gate.endpoint.refresh_metrics();
+    let text = net::metrics::render(&gate.registry);
+    ([(header::CONTENT_TYPE, METRICS)], text).into_response()
+}
+
+/// One form submission: validate, invoke, and return the accepted page untouched.
+async fn submit(
+    gate: Arc<Gate>,
+    spec: &'static FormSpec,
+    form: Result<Form<HashMap<String, String>>, FormRejection>,
+) -> Response {
+    let values = match form {
+        Ok(Form(values)) => values,
+        Err(rejection) => {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Bad request",
+                &format!(
+                    "The form must be posted as application/x-www-form-urlencoded: {}",
+                    rejection.body_text()
+                ),
+            );
+        }
+    };
+    let operation = match (spec.parse)(&Fields::new(&values, gate.partitions)) {
+        Ok(operation) => operation,
+        Err(bad) => {
+            tracing::debug!(form = spec.id, %bad, "refusing form input");
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "Bad request",
+                &format!("{}: {bad}", spec.title),
+            );
+        }
+    };
+    match gate
+        .endpoint
+        .invoke(operation.partitions, operation.bytes)
+        .await
+    {
+        Ok(accepted) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, HTML),
+                // A result belongs to one submission; it must not be replayed from a cache.
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            accepted.page,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(form = spec.id, %error, "no accepted page");
+            failure(&error)
+        }
+    }
+}
+
+/// The page for a request that got no accepted page.
+fn failure(error: &ClientError) -> Response {
+    let (status, heading, advice) = match error {
+        ClientError::Timeout { .. } => (
+            StatusCode::GATEWAY_TIMEOUT,
+            "The cluster did not answer in time",
+            "The operation may still have been executed: check (for instance the balance) \
+             before submitting it again.",
+        ),
+        ClientError::Busy { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway is busy",
+            "Try again in a moment.",
+        ),
+        ClientError::Closed => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The gateway is shutting down",
+            "Try again in a moment.",
+        ),
+        ClientError::TooLarge { .. } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "The request is too large",
+            "Send less data.",
+        ),
+        ClientError::Config { .. }
+        | ClientError::Resolve { .. }
+        | ClientError::Key { .. }
+        | ClientError::Bind { .. } => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The gateway failed",
+            "See the gateway's log.",
+        ),
+    };
+    error_page(status, heading, &format!("{error}. {advice}"))
+}
+
+fn error_page(status: StatusCode, heading: &str, message: &str) -> Response {
+    html_response(status, html::error(heading, message))
+}
+
+fn html_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, HTML)], body).into_response()
+}

@@ -1,0 +1,325 @@
+//! The HTTP gateway over fake replicas, driven by a minimal HTTP/1.1 client.
+
+use crate::harness::{Harness, WAIT};
+use client_plugin::{ClientMetrics, ClientOptions, Gateway, GatewayError};
+use dbvote::bank::BankOp;
+use dbvote::noop::NoopOp;
+use net::metrics::Registry;
+use proto::Request;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 exchange on its own connection (`Connection: close`, so the body ends at EOF and
+/// must match Content-Length).
+async fn http(to: SocketAddr, method: &str, path: &str, form: Option<(&str, &str)>) -> Response {
+    let mut stream = TcpStream::connect(to).await.unwrap();
+    let (content_type, body) = form.unwrap_or(("", ""));
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n");
+    if form.is_some() {
+        request += &format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+    }
+    request += "\r\n";
+    request += body;
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut raw))
+        .await
+        .expect("the gateway answers")
+        .unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header block");
+    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+    let body = raw[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|line| {
+            let (name, value) = line.split_once(':').unwrap();
+            (name.trim().to_owned(), value.trim().to_owned())
+        })
+        .collect();
+    let response = Response {
+        status,
+        headers,
+        body,
+    };
+    let length: usize = response
+        .header("content-length")
+        .expect("a content length")
+        .parse()
+        .unwrap();
+    assert_eq!(length, response.body.len());
+    response
+}
+
+async fn post(to: SocketAddr, path: &str, body: &str) -> Response {
+    http(to, "POST", path, Some((FORM, body))).await
+}
+
+/// A gateway over `h`'s fake cluster, with its metrics registered.
+async fn gateway(h: &Harness, options: ClientOptions) -> Gateway {
+    let mut registry = Registry::default();
+    let options = ClientOptions {
+        metrics: ClientMetrics::register(&mut registry),
+        ..options
+    };
+    let endpoint = h.open(options).await;
+    Gateway::serve("127.0.0.1:0".parse().unwrap(), endpoint, Arc::new(registry))
+        .await
+        .unwrap()
+}
+
+/// A page with bytes a gateway must not touch: non-ASCII, a byte that is not UTF-8, CRLF.
+fn render(request: &Request) -> Vec<u8> {
+    let mut page = format!("<!DOCTYPE html>\r\n<p>café {}</p>", request.timestamp).into_bytes();
+    page.push(0xff);
+    page
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_has_a_form_per_bank_operation() {
+    let h = Harness::new("bank", 2).await;
+    let gateway = gateway(&h, ClientOptions::default()).await;
+    let at = gateway.local_addr();
+
+    let index = http(at, "GET", "/", None).await;
+    assert_eq!(index.status, 200);
+    assert_eq!(
+        index.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let page = index.text();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    let forms: [(&str, &[&str]); 4] = [
+        ("open", &["branch", "number", "cents"]),
+        ("deposit", &["branch", "number", "cents"]),
+        (
+            "transfer",
+            &[
+                "from_branch",
+                "from_number",
+                "to_branch",
+                "to_number",
+                "cents",
+            ],
+        ),
+        ("balance", &["branch", "number"]),
+    ];
+    for (form, inputs) in forms {
+        assert!(
+            page.contains(&format!(
+                "<form id=\"{form}\" method=\"post\" action=\"/bank/{form}\">"
+            )),
+            "{form}"
+        );
+        for input in inputs {
+            assert!(
+                page.contains(&format!("<input id=\"{form}-{input}\" name=\"{input}\"")),
+                "{form} {input}"
+            );
+        }
+        assert!(page.contains(&format!("<button id=\"{form}-submit\" type=\"submit\">")));
+    }
+    assert!(!page.contains("<script") && !page.contains("http://") && !page.contains("https://"));
+
+    let health = http(at, "GET", "/healthz", None).await;
+    assert_eq!((health.status, health.text().as_str()), (200, "ok"));
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_returns_exactly_the_page_the_replicas_agreed_on() {
+    let mut h = Harness::new("bank", 2).await;
+    let mut sent = h.respond(render);
+    let gateway = gateway(&h, ClientOptions::default()).await;
+    let at = gateway.local_addr();
+
+    let response = post(at, "/bank/deposit", "branch=1&number=7&cents=250").await;
+    let (request, page) = sent.recv().await.unwrap();
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(response.body, page);
+    assert_eq!(request.partitions, vec![1]);
+    assert_eq!(
+        BankOp::decode(&request.operation).unwrap(),
+        BankOp::Deposit {
+            branch: 1,
+            number: 7,
+            cents: 250
+        }
+    );
+
+    let response = post(
+        at,
+        "/bank/transfer",
+        "from_branch=3&from_number=1&to_branch=0&to_number=2&cents=5",
+    )
+    .await;
+    let (request, page) = sent.recv().await.unwrap();
+    assert_eq!((response.status, response.body), (200, page));
+    assert_eq!(request.partitions, vec![0, 3]);
+
+    let metrics = http(at, "GET", "/metrics", None).await;
+    assert_eq!(metrics.status, 200);
+    let text = metrics.text();
+    for line in [
+        "client_requests_sent_total 2",
+        "client_accepted_total 2",
+        "client_latency_seconds_count 2",
+        "client_disagreeing_replies_total 0",
+        "transport_frames_sent ",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_400_naming_the_field_and_sends_nothing() {
+    let h = Harness::new("bank", 2).await;
+    let gateway = gateway(&h, ClientOptions::default()).await;
+    let at = gateway.local_addr();
+
+    for (path, body, field) in [
+        ("/bank/open", "branch=4&number=1&cents=100", "branch"),
+        ("/bank/open", "branch=1&number=x&cents=100", "number"),
+        ("/bank/deposit", "branch=1&number=1", "cents"),
+        (
+            "/bank/transfer",
+            "from_branch=0&from_number=1&to_branch=9&to_number=1&cents=1",
+            "to_branch",
+        ),
+        ("/bank/balance", "branch=1&number=-3", "number"),
+    ] {
+        let response = post(at, path, body).await;
+        assert_eq!(response.status, 400, "{path} {body}");
+        assert_eq!(
+            response.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        let page = response.text();
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains(&format!("{field}:")), "{field} in {page}");
+    }
+    let wrong_type = http(at, "POST", "/bank/open", Some(("text/plain", "branch=1"))).await;
+    assert_eq!(wrong_type.status, 400);
+    assert!(wrong_type
+        .text()
+        .contains("application/x-www-form-urlencoded"));
+    // Markup in a value is shown as text.
+    let markup = post(at, "/bank/open", "branch=%3Cb%3E&number=1&cents=1").await;
+    assert!(
+        markup.text().contains("&quot;&lt;b&gt;&quot;"),
+        "{}",
+        markup.text()
+    );
+
+    assert_eq!(gateway.endpoint().stats().requests_sent, 0);
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_noop_cluster_gets_the_noop_form_only() {
+    let mut h = Harness::new("noop", 2).await;
+    let mut sent = h.respond(render);
+    let gateway = gateway(&h, ClientOptions::default()).await;
+    let at = gateway.local_addr();
+
+    let index = http(at, "GET", "/", None).await.text();
+    assert!(index.contains("<form id=\"noop\" method=\"post\" action=\"/noop\">"));
+    assert!(index.contains("<input id=\"noop-partition\" name=\"partition\""));
+    assert!(index.contains("<input id=\"noop-payload\" name=\"payload\""));
+    assert!(!index.contains("/bank/"));
+
+    let response = post(at, "/noop", "partition=2&payload=hello+world").await;
+    let (request, page) = sent.recv().await.unwrap();
+    assert_eq!((response.status, response.body), (200, page));
+    let op = NoopOp::decode(&request.operation).unwrap();
+    assert_eq!(
+        (op.partitions, op.payload),
+        (vec![2], b"hello world".to_vec())
+    );
+
+    assert_eq!(
+        post(at, "/bank/open", "branch=1&number=1&cents=1")
+            .await
+            .status,
+        404
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_does_not_answer_gets_a_504() {
+    let h = Harness::new("bank", 1).await;
+    let options = ClientOptions {
+        deadline: Duration::from_millis(100),
+        retransmit: Duration::from_millis(20),
+        ..ClientOptions::default()
+    };
+    let gateway = gateway(&h, options).await;
+    let response = post(gateway.local_addr(), "/bank/balance", "branch=0&number=1").await;
+    assert_eq!(response.status, 504);
+    assert!(
+        response.text().contains("did not answer in time"),
+        "{}",
+        response.text()
+    );
+    assert_eq!(gateway.endpoint().stats().timeouts, 1);
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_without_forms_is_refused() {
+    let h = Harness::new("tpcc", 1).await;
+    let endpoint = h.open(ClientOptions::default()).await;
+    let error = Gateway::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        endpoint.clone(),
+        Arc::new(Registry::default()),
+    )
+    .await
+    .err()
+    .expect("no forms for tpcc");
+    assert!(matches!(&error, GatewayError::UnknownApplication(name) if name == "tpcc"));
+    endpoint.shutdown().await;
+}
