@@ -84,6 +84,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     }
     let out = &args.out;
     fs::create_dir_all(out.join("keys")).with_context(|| format!("creating {}", out.display()))?;
+    fs::create_dir_all(out.join("db")).with_context(|| format!("creating {}", out.display()))?;
     let n = 2 * args.f + 1;
     let mut port = args.base_port;
     let mut next_addr = || {
@@ -99,6 +100,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             UsigMode::Tpm => "tpm".into(),
         },
         application: args.application.clone(),
+        epoch_start: Default::default(),
         primaries: Vec::new(),
         groups: Vec::new(),
         replicas: Vec::new(),

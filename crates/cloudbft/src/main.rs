@@ -1,6 +1,12 @@
 //! `cloudbft`: one binary with a subcommand per role.
 
+mod bench;
+mod demo;
+mod gateway_cmd;
 mod keygen;
+mod launch;
+mod nodes;
+mod report;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +31,19 @@ enum Command {
     Usig(usig_cmd::UsigArgs),
     /// Write keys, USIG enrollments and a cluster configuration for a local cluster.
     Keygen(keygen::KeygenArgs),
+    /// Start a whole local cluster (usigd, primary, groups, database nodes, gateway) and print
+    /// where to point a browser.
+    Demo(demo::DemoArgs),
+    /// Measure throughput and latency with closed-loop clients against a fresh local cluster.
+    Bench(bench::BenchArgs),
+    /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
+    Gateway(gateway_cmd::GatewayArgs),
+    /// Run the primary: orders requests with unique warrants and routes them to groups.
+    Primary(nodes::PrimaryArgs),
+    /// Run a group replica: agrees on PREPAREs, logs decisions, renders pages, replies.
+    Replica(nodes::ReplicaArgs),
+    /// Run a database node: votes on COMMIT-DBs and executes decided operations exactly once.
+    Dbnode(nodes::DbNodeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,6 +57,12 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Usigd(args) => usig_cmd::usigd(args),
         Command::Usig(args) => usig_cmd::usig(args),
+        Command::Demo(args) => demo::demo(args),
+        Command::Bench(args) => bench::bench(args),
+        Command::Gateway(args) => gateway_cmd::gateway(args),
+        Command::Primary(args) => nodes::primary(args),
+        Command::Replica(args) => nodes::replica(args),
+        Command::Dbnode(args) => nodes::dbnode(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

@@ -56,6 +56,8 @@ pub enum Action {
 pub enum Reject {
     /// Not from the primary of the current view, or for another view.
     WrongView,
+    /// For another configuration epoch.
+    WrongEpoch,
     /// A COMMIT from a node that is not a member of our group.
     NotMember,
     /// A node-signed message whose signature does not verify, or from an unknown node.
@@ -71,6 +73,8 @@ struct Agreement {
     prepare: Prepare,
     committed: BTreeSet<NodeId>,
     accepted: bool,
+    /// Tick at which we started on it, or last asked peers for their COMMITs.
+    asked: u64,
 }
 
 struct Awaiting {
@@ -78,6 +82,8 @@ struct Awaiting {
     votes: BTreeMap<NodeId, MessageDigest>,
     results: BTreeMap<MessageDigest, Vec<u8>>,
     replied: bool,
+    /// Tick at which the COMMIT-DB was last sent.
+    sent: u64,
 }
 
 /// Decided executions kept for database nodes that have not answered yet (a lagging node
@@ -85,6 +91,10 @@ struct Awaiting {
 const KEEP_DECIDED: usize = 4096;
 /// Our COMMITs kept for peers that lost them.
 const KEEP_COMMITS: usize = 4096;
+/// Ticks without progress before we ask again for COMMITs or re-send a COMMIT-DB: under load
+/// an agreement or an execution legitimately takes a few ticks, and asking every tick would
+/// multiply the work of the very nodes that are behind.
+const RETRY_TICKS: u64 = 4;
 
 /// A group replica's state.
 pub struct ReplicaCore {
@@ -106,6 +116,8 @@ pub struct ReplicaCore {
     /// Our COMMITs by our warrant counter, and that counter by PREPARE counter.
     sent: BTreeMap<u64, Commit>,
     sent_for: BTreeMap<u64, u64>,
+    /// Timer ticks so far.
+    ticks: u64,
 }
 
 impl ReplicaCore {
@@ -137,7 +149,18 @@ impl ReplicaCore {
             replies: BTreeMap::new(),
             sent: BTreeMap::new(),
             sent_for: BTreeMap::new(),
+            ticks: 0,
         })
+    }
+
+    /// The primary this replica follows (its current view's).
+    pub fn primary(&self) -> NodeId {
+        self.primary_of(self.view)
+    }
+
+    /// The group this replica belongs to.
+    pub fn group(&self) -> GroupId {
+        self.group
     }
 
     /// The primary of a view: the candidates take turns.
@@ -154,6 +177,11 @@ impl ReplicaCore {
     pub fn on_prepare(&mut self, prepare: Prepare) -> Result<Vec<Action>, Reject> {
         if prepare.view != self.view || prepare.primary != self.primary_of(self.view) {
             return Err(Reject::WrongView);
+        }
+        // Before the warrant is looked at: a PREPARE of an earlier configuration epoch (whose
+        // USIG epochs and counters started over) must not reach the ordered verifier.
+        if prepare.config_epoch != self.cluster.epoch() {
+            return Err(Reject::WrongEpoch);
         }
         let primary = self.usig(prepare.primary)?;
         let digest = MessageDigest::of(&prepare.own_warranted_bytes());
@@ -195,6 +223,7 @@ impl ReplicaCore {
             prepare: prepare.clone(),
             committed: BTreeSet::new(),
             accepted: false,
+            asked: self.ticks,
         });
         agreement.executions = Some(mine);
         self.to_warrant.push_back(counter);
@@ -250,6 +279,9 @@ impl ReplicaCore {
 
     /// A COMMIT from a peer.
     pub fn on_commit(&mut self, commit: Commit) -> Result<Vec<Action>, Reject> {
+        if commit.prepare.config_epoch != self.cluster.epoch() {
+            return Err(Reject::WrongEpoch);
+        }
         if commit.view != self.view {
             return Err(Reject::WrongView);
         }
@@ -288,6 +320,7 @@ impl ReplicaCore {
                 prepare: commit.prepare.clone(),
                 committed: BTreeSet::new(),
                 accepted: false,
+                asked: self.ticks,
             });
             if agreement.digest == prepare_digest {
                 agreement.committed.insert(commit.replica);
@@ -330,6 +363,7 @@ impl ReplicaCore {
                     votes: BTreeMap::new(),
                     results: BTreeMap::new(),
                     replied: false,
+                    sent: self.ticks,
                 },
             );
         }
@@ -452,18 +486,21 @@ impl ReplicaCore {
     /// A timer tick: ask again for what we miss, and re-send decisions to database nodes that
     /// have not answered.
     pub fn on_tick(&mut self) -> Vec<Action> {
+        self.ticks += 1;
+        let now = self.ticks;
         let mut actions = Vec::new();
         if let Some(primary) = self.cluster.usig_of(self.primary_of(self.view)) {
             if let Some(missing) = self.prepares.missing(primary) {
                 actions.push(Action::FetchPrepares(missing));
             }
         }
-        let short: Vec<u64> = self
-            .agreements
-            .iter()
-            .filter(|(_, a)| !a.accepted)
-            .map(|(&c, _)| c)
-            .collect();
+        let mut short = Vec::new();
+        for (&counter, agreement) in self.agreements.iter_mut() {
+            if !agreement.accepted && now - agreement.asked >= RETRY_TICKS {
+                agreement.asked = now;
+                short.push(counter);
+            }
+        }
         let peers: Vec<NodeId> = self
             .cluster
             .members(self.group)
@@ -483,10 +520,16 @@ impl ReplicaCore {
                 });
             }
         }
+        let stale: Vec<u64> = self
+            .awaiting
+            .iter()
+            .filter(|(_, a)| now - a.sent >= RETRY_TICKS)
+            .map(|(&order, _)| order)
+            .collect();
         for db in self.cluster.config.db_nodes.iter().map(|d| NodeId(d.id)) {
-            let missing: Vec<Execution> = self
-                .awaiting
-                .values()
+            let missing: Vec<Execution> = stale
+                .iter()
+                .filter_map(|order| self.awaiting.get(order))
                 .filter(|a| !a.votes.contains_key(&db))
                 .map(|a| a.execution.clone())
                 .collect();
@@ -495,6 +538,11 @@ impl ReplicaCore {
                     to: Some(db),
                     commit_db: self.commit_db(missing),
                 });
+            }
+        }
+        for order in stale {
+            if let Some(a) = self.awaiting.get_mut(&order) {
+                a.sent = now;
             }
         }
         actions

@@ -16,13 +16,16 @@ pub struct OrderBook {
 }
 
 impl OrderBook {
-    /// The start: nothing ordered yet.
+    /// The start of the configuration epoch: right after its `epoch_start`.
     pub fn new(cluster: &Cluster) -> Self {
         let partitions = cluster.config.partitions;
+        let start = &cluster.config.epoch_start;
         OrderBook {
             partitions,
-            next_order: 1,
-            next_seq: vec![1; partitions as usize],
+            next_order: start.order + 1,
+            next_seq: (0..partitions as usize)
+                .map(|p| start.positions.get(p).copied().unwrap_or(0) + 1)
+                .collect(),
             last_ordered: BTreeMap::new(),
         }
     }

@@ -14,8 +14,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// Content type of the text exposition format.
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Content type of the text exposition format (the gateway serves it too).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves `registry` on `addr` (port 0 picks one) until the runtime stops; returns the address
 /// bound. The registry is read on every scrape; updates need no lock on it.

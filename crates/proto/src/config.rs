@@ -26,6 +26,10 @@ pub struct ClusterConfig {
     /// programs and pages must be the same everywhere.
     #[serde(default = "default_application")]
     pub application: String,
+    /// Where this configuration epoch's global order continues from (all zero for a new
+    /// cluster).
+    #[serde(default)]
+    pub epoch_start: EpochStart,
     #[serde(rename = "primary")]
     pub primaries: Vec<NodeConfig>,
     #[serde(rename = "group")]
@@ -38,6 +42,18 @@ pub struct ClusterConfig {
     pub clients: Vec<ClientConfig>,
     #[serde(rename = "usig_enrollment", default)]
     pub enrollments: Vec<EnrollmentRecord>,
+}
+
+/// The last global order and the last position on each partition executed before this
+/// configuration epoch. A new epoch starts every USIG and every protocol sequence afresh, and
+/// continues the database's order from here (docs/protocol.md, "Configuration epochs").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochStart {
+    pub order: u64,
+    /// One entry per partition (empty means all zero).
+    #[serde(default)]
+    pub positions: Vec<u64>,
 }
 
 /// A primary candidate.
@@ -173,6 +189,13 @@ impl Cluster {
         }
         for db in &config.db_nodes {
             insert_key(&mut keys, "dbnode", db.id, &db.public_key)?;
+        }
+        let start = &config.epoch_start;
+        if !start.positions.is_empty() && start.positions.len() != config.partitions as usize {
+            return Err(invalid(
+                "epoch_start.positions",
+                format!("needs one entry per partition ({})", config.partitions),
+            ));
         }
         if config.primaries.is_empty() {
             return Err(invalid("primary", "add at least one [[primary]] candidate"));

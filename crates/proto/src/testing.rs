@@ -25,6 +25,7 @@ impl TestCluster {
             partitions,
             usig: "soft".into(),
             application: "bank".into(),
+            epoch_start: Default::default(),
             primaries: vec![NodeConfig {
                 id: 0,
                 addr: "sim:0".into(),

@@ -23,6 +23,7 @@ fn valid() -> ClusterConfig {
         partitions: 4,
         usig: "soft".into(),
         application: "bank".into(),
+        epoch_start: Default::default(),
         primaries: vec![NodeConfig {
             id: 0,
             addr: "127.0.0.1:1".into(),

@@ -33,8 +33,6 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const HTML: &str = "text/html; charset=utf-8";
-/// Content type of the Prometheus text exposition format (as `net::metrics::serve` sends it).
-const METRICS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Why the gateway cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +158,7 @@ async fn index(State(gate): State<Arc<Gate>>) -> Response {
 async fn metrics(State(gate): State<Arc<Gate>>) -> Response {
     gate.endpoint.refresh_metrics();
     let text = net::metrics::render(&gate.registry);
-    ([(header::CONTENT_TYPE, METRICS)], text).into_response()
+    ([(header::CONTENT_TYPE, net::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 /// One form submission: validate, invoke, and return the accepted page untouched.

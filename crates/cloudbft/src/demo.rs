@@ -1,0 +1,123 @@
+//! `cloudbft demo`: a whole local cluster on the embedded defaults, in one command.
+
+use crate::keygen::{DbKind, KeygenArgs, UsigMode};
+use crate::launch::{prepare, LaunchOptions, LocalCluster};
+use anyhow::{Context, Result};
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Byzantine faults tolerated per group and among the database nodes.
+    #[arg(long, default_value_t = 1)]
+    pub f: usize,
+    /// Number of groups of 2f+1 replicas.
+    #[arg(long, default_value_t = 2)]
+    pub groups: u32,
+    /// Number of partitions (bank branches); default: two per group.
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
+    pub usig: UsigMode,
+    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
+    pub db: DbKind,
+    /// PostgreSQL server for --db postgres (each node gets its own database on it).
+    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
+    pub postgres: String,
+    /// Where browsers connect.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub gateway_addr: SocketAddr,
+    /// Keys, configuration, databases, logs. Reused (and continued) when it exists.
+    #[arg(long, default_value = "cloudbft-demo")]
+    pub data_dir: PathBuf,
+    /// First port of the nodes (metrics at +1000).
+    #[arg(long, default_value_t = 7100)]
+    pub base_port: u16,
+    /// "bank" or "noop".
+    #[arg(long, default_value = "bank")]
+    pub application: String,
+    /// Most requests per PREPARE (1 turns batching off).
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// Extra delay per page in milliseconds (the paper's page generation took 200).
+    #[arg(long, default_value_t = 0)]
+    pub page_delay_ms: u64,
+}
+
+impl DemoArgs {
+    pub fn keygen_args(&self) -> KeygenArgs {
+        KeygenArgs {
+            out: self.data_dir.clone(),
+            f: self.f,
+            groups: self.groups,
+            partitions: self.partitions.unwrap_or(2 * self.groups),
+            usig: self.usig,
+            db: self.db,
+            postgres: self.postgres.clone(),
+            base_port: self.base_port,
+            clients: 64,
+            client_endpoints: 2,
+            application: self.application.clone(),
+        }
+    }
+}
+
+pub fn demo(args: DemoArgs) -> Result<()> {
+    let (config, restart) = prepare(&args.keygen_args())?;
+    let (stop_tx, stop) = mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = stop_tx.send(());
+    })
+    .context("installing the Ctrl-C handler")?;
+    let mut cluster = LocalCluster::start(
+        &config,
+        args.usig,
+        restart,
+        &LaunchOptions {
+            max_batch: args.max_batch,
+            page_delay_ms: args.page_delay_ms,
+            gateway: Some(args.gateway_addr),
+        },
+    )?;
+    let c = &cluster.cluster.config;
+    println!(
+        "cloudbft demo: f={}, {} groups of {} replicas, {} database nodes ({:?}), USIG {:?}, \
+         application {}",
+        c.f,
+        c.groups.len(),
+        2 * c.f + 1,
+        c.db_nodes.len(),
+        args.db,
+        args.usig,
+        c.application
+    );
+    for (name, addr) in cluster.endpoints() {
+        if name != "gateway" {
+            println!("  {name:<12} metrics http://{addr}/metrics");
+        }
+    }
+    println!("  logs in {}", args.data_dir.join("logs").display());
+    println!(
+        "ready: open http://{}/ in a browser (Ctrl-C stops the cluster)",
+        args.gateway_addr
+    );
+    loop {
+        match stop.recv_timeout(Duration::from_millis(500)) {
+            Ok(()) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some((name, status)) = cluster.exited() {
+                    eprintln!("{name} exited ({status}): stopping the cluster; see its log");
+                    cluster.stop();
+                    anyhow::bail!("{name} exited unexpectedly");
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    eprintln!("stopping the cluster");
+    cluster.stop();
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Starts and stops a whole local cluster as child processes of this binary: a usigd per
+//! simulated machine, the database nodes, the group replicas, the primary and the gateway.
+//! Used by `cloudbft demo` and `cloudbft bench`.
+
+use crate::keygen::{keygen, KeygenArgs, UsigMode};
+use anyhow::{bail, Context, Result};
+use proto::config::{Cluster, ClusterConfig, EpochStart};
+use std::fs;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a process may take to open its port or socket.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a process may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to start besides the configuration.
+#[derive(Clone, Debug)]
+pub struct LaunchOptions {
+    pub max_batch: usize,
+    pub page_delay_ms: u64,
+    /// Gateway listen address (`None`: no gateway).
+    pub gateway: Option<SocketAddr>,
+}
+
+/// A running local cluster. Dropping it stops every process.
+pub struct LocalCluster {
+    pub cluster: Cluster,
+    /// (name, process, metrics address), in start order.
+    processes: Vec<(String, Child, Option<SocketAddr>)>,
+}
+
+/// Creates the cluster directory on first use; on later uses starts a new configuration epoch
+/// that continues from the database nodes' progress (docs/protocol.md, "Configuration epochs").
+/// Returns the configuration path and whether this is a restart.
+pub fn prepare(args: &KeygenArgs) -> Result<(PathBuf, bool)> {
+    let path = args.out.join("cluster.toml");
+    if !path.exists() {
+        eprintln!("creating a new cluster in {}", args.out.display());
+        return Ok((keygen(args)?, false));
+    }
+    let cluster = Cluster::load(&path)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let mut order = 0;
+    let mut positions = vec![0u64; cluster.config.partitions as usize];
+    let mut seen = Vec::new();
+    for db in &cluster.config.db_nodes {
+        let progress = runtime
+            .block_on(node::dbnode::progress(&cluster, &db.database))
+            .with_context(|| format!("reading the progress of database node {}", db.id))?;
+        order = order.max(progress.highest_order);
+        for p in &progress.partitions {
+            let slot = &mut positions[p.partition as usize];
+            *slot = (*slot).max(p.last_seq);
+        }
+        seen.push((db.id, progress.highest_order));
+    }
+    if seen.iter().any(|&(_, o)| o != order) {
+        tracing::warn!(
+            ?seen,
+            "database nodes stopped at different orders: the ones behind need state transfer \
+             (not available yet) and will not execute new operations"
+        );
+    }
+    let mut config: ClusterConfig = cluster.config;
+    config.config_epoch += 1;
+    config.epoch_start = EpochStart { order, positions };
+    Cluster::new(config.clone())?;
+    fs::write(&path, toml::to_string(&config)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "continuing the cluster in {}: configuration epoch {}, after global order {order}",
+        args.out.display(),
+        config.config_epoch
+    );
+    Ok((path, true))
+}
+
+impl LocalCluster {
+    /// Starts everything and waits until every node listens.
+    pub fn start(
+        config_path: &Path,
+        usig: UsigMode,
+        restart: bool,
+        options: &LaunchOptions,
+    ) -> Result<LocalCluster> {
+        let cluster = Cluster::load(config_path)?;
+        let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        fs::create_dir_all(dir.join("logs"))?;
+        let mut me = LocalCluster {
+            cluster,
+            processes: Vec::new(),
+        };
+        let config_arg = config_path.display().to_string();
+        let machines: Vec<String> = {
+            let mut m: Vec<String> = me
+                .cluster
+                .config
+                .primaries
+                .iter()
+                .map(|p| p.machine.clone())
+                .chain(me.cluster.config.replicas.iter().map(|r| r.machine.clone()))
+                .collect();
+            m.sort();
+            m.dedup();
+            m
+        };
+        for machine in &machines {
+            let usigd_config = dir.join("usigd").join(format!("{machine}.toml"));
+            let mut args = vec![
+                "usigd".to_string(),
+                "run".into(),
+                "--config".into(),
+                usigd_config.display().to_string(),
+            ];
+            if usig == UsigMode::Tpm {
+                args.push("--swtpm".into());
+            } else if restart {
+                // Every identity starts a new USIG epoch with the new configuration epoch.
+                args.push("--new-epoch".into());
+            }
+            me.spawn(&dir, &format!("usigd-{machine}"), &args, None)?;
+        }
+        let c = me.cluster.config.clone();
+        for id in c
+            .primaries
+            .iter()
+            .map(|p| (p.id, &p.machine))
+            .chain(c.replicas.iter().map(|r| (r.id, &r.machine)))
+        {
+            let socket = node::usig::default_socket(&dir, id.1, id.0);
+            wait_for(&format!("usigd socket {}", socket.display()), || {
+                socket.exists()
+            })?;
+        }
+        let node_args = |role: &str, id: u32| -> Vec<String> {
+            vec![
+                role.to_string(),
+                "--config".into(),
+                config_arg.clone(),
+                "--id".into(),
+                id.to_string(),
+            ]
+        };
+        let mut nodes = Vec::new();
+        for db in &c.db_nodes {
+            nodes.push((
+                format!("dbnode-{}", db.id),
+                node_args("dbnode", db.id),
+                &db.addr,
+            ));
+        }
+        for r in &c.replicas {
+            let mut args = node_args("replica", r.id);
+            args.extend(["--page-delay-ms".into(), options.page_delay_ms.to_string()]);
+            nodes.push((format!("replica-{}", r.id), args, &r.addr));
+        }
+        for p in &c.primaries {
+            let mut args = node_args("primary", p.id);
+            args.extend(["--max-batch".into(), options.max_batch.to_string()]);
+            nodes.push((format!("primary-{}", p.id), args, &p.addr));
+        }
+        for (name, mut args, addr) in nodes {
+            let addr: SocketAddr = addr.parse().with_context(|| format!("{name}.addr"))?;
+            let metrics = SocketAddr::new(addr.ip(), addr.port() + 1000);
+            args.extend(["--metrics".into(), metrics.to_string()]);
+            me.spawn(&dir, &name, &args, Some(metrics))?;
+            wait_port(&name, addr, &mut me.processes)?;
+        }
+        if let Some(gateway) = options.gateway {
+            let endpoint = c
+                .clients
+                .first()
+                .map(|cl| cl.addr.clone())
+                .context("the configuration has no [[client]]: re-run keygen with --clients")?;
+            let args = vec![
+                "gateway".to_string(),
+                "--config".into(),
+                config_arg.clone(),
+                "--listen".into(),
+                gateway.to_string(),
+                "--endpoint".into(),
+                endpoint,
+            ];
+            me.spawn(&dir, "gateway", &args, Some(gateway))?;
+            wait_port("gateway", gateway, &mut me.processes)?;
+        }
+        Ok(me)
+    }
+
+    fn spawn(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        args: &[String],
+        metrics: Option<SocketAddr>,
+    ) -> Result<()> {
+        let log = dir.join("logs").join(format!("{name}.log"));
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let exe = std::env::current_exe()?;
+        let child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        self.processes.push((name.to_string(), child, metrics));
+        Ok(())
+    }
+
+    /// (name, metrics address) of every process with an HTTP endpoint.
+    pub fn endpoints(&self) -> Vec<(String, SocketAddr)> {
+        self.processes
+            .iter()
+            .filter_map(|(n, _, m)| m.map(|m| (n.clone(), m)))
+            .collect()
+    }
+
+    /// The first process that exited, if any (name and status).
+    pub fn exited(&mut self) -> Option<(String, std::process::ExitStatus)> {
+        self.processes
+            .iter_mut()
+            .find_map(|(n, c, _)| c.try_wait().ok().flatten().map(|s| (n.clone(), s)))
+    }
+
+    /// Stops every process, newest first: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self) {
+        while let Some((name, mut child, _)) = self.processes.pop() {
+            terminate(&name, &mut child);
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn terminate(name: &str, child: &mut Child) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracing::warn!(name, "did not stop after SIGTERM: killing it");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while !ready() {
+        if Instant::now() > deadline {
+            bail!("{what} did not appear within {START_TIMEOUT:?}: see the logs/ directory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Waits until `addr` accepts connections, failing early if the process exited.
+fn wait_port(
+    name: &str,
+    addr: SocketAddr,
+    processes: &mut [(String, Child, Option<SocketAddr>)],
+) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if let Some((_, child, _)) = processes.iter_mut().rev().find(|(n, _, _)| n == name) {
+            if let Ok(Some(status)) = child.try_wait() {
+                bail!("{name} exited ({status}) while starting: see logs/{name}.log");
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{name} did not listen on {addr} within {START_TIMEOUT:?}: see logs/{name}.log");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

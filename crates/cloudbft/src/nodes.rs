@@ -1,0 +1,173 @@
+//! `cloudbft primary|replica|dbnode`: one process per node, configured by cluster.toml.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use node::dbnode::DbNodeOptions;
+use node::primary::PrimaryOptions;
+use node::replica::ReplicaOptions;
+use node::{Cluster, NodeId, NodeOptions};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every node subcommand takes.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// The cluster configuration written by `cloudbft keygen`.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// This node's id in the configuration.
+    #[arg(long)]
+    pub id: u32,
+    /// The keys directory (default: keys/ next to the configuration).
+    #[arg(long)]
+    pub keys: Option<PathBuf>,
+    /// Serve Prometheus metrics on this address.
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Timer period in milliseconds (fetches of lost messages, retransmissions).
+    #[arg(long, default_value_t = 50)]
+    pub tick_ms: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PrimaryArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// usigd socket (default: usigd/<machine>/node-<id>.sock next to the configuration).
+    #[arg(long)]
+    pub usig_socket: Option<PathBuf>,
+    /// Most requests per PREPARE; 1 turns batching off.
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReplicaArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// usigd socket (default: usigd/<machine>/node-<id>.sock next to the configuration).
+    #[arg(long)]
+    pub usig_socket: Option<PathBuf>,
+    /// Directory of the decision log (default: data/node-<id> next to the configuration).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Extra delay before each reply, in milliseconds (the paper's page generation: 200).
+    #[arg(long, default_value_t = 0)]
+    pub page_delay_ms: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbNodeArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// Database URL (default: the node's `database` in the configuration).
+    #[arg(long)]
+    pub database: Option<String>,
+}
+
+fn config_dir(config: &Path) -> PathBuf {
+    config
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+impl NodeArgs {
+    fn options(&self) -> Result<NodeOptions> {
+        let cluster = Cluster::load(&self.config)?;
+        Ok(NodeOptions {
+            cluster: Arc::new(cluster),
+            keys: self
+                .keys
+                .clone()
+                .unwrap_or_else(|| config_dir(&self.config).join("keys")),
+            id: NodeId(self.id),
+            metrics: self.metrics,
+            tick: Duration::from_millis(self.tick_ms.max(1)),
+        })
+    }
+
+    /// The machine this node runs on, for the default usigd socket.
+    fn usig_socket(&self, options: &NodeOptions, explicit: &Option<PathBuf>) -> Result<PathBuf> {
+        if let Some(socket) = explicit {
+            return Ok(socket.clone());
+        }
+        let c = &options.cluster.config;
+        let machine = c
+            .primaries
+            .iter()
+            .map(|p| (p.id, &p.machine))
+            .chain(c.replicas.iter().map(|r| (r.id, &r.machine)))
+            .find(|(id, _)| *id == self.id)
+            .map(|(_, m)| m.clone())
+            .with_context(|| {
+                format!(
+                    "node {} is not a primary or replica in the configuration",
+                    self.id
+                )
+            })?;
+        Ok(node::usig::default_socket(
+            &config_dir(&self.config),
+            &machine,
+            self.id,
+        ))
+    }
+}
+
+/// A runtime that stops the node on Ctrl-C or SIGTERM.
+fn run_until_signal<F>(
+    node: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> F,
+) -> Result<()>
+where
+    F: std::future::Future<Output = Result<(), node::NodeError>>,
+{
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let stop = Box::pin(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing a SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        });
+        node(stop).await
+    })?;
+    Ok(())
+}
+
+pub fn primary(args: PrimaryArgs) -> Result<()> {
+    let node = args.node.options()?;
+    let options = PrimaryOptions {
+        usig_socket: args.node.usig_socket(&node, &args.usig_socket)?,
+        max_batch: args.max_batch,
+        node,
+    };
+    run_until_signal(|stop| node::primary::run(options, stop))
+}
+
+pub fn replica(args: ReplicaArgs) -> Result<()> {
+    let node = args.node.options()?;
+    let options = ReplicaOptions {
+        usig_socket: args.node.usig_socket(&node, &args.usig_socket)?,
+        data_dir: args.data_dir.clone().unwrap_or_else(|| {
+            config_dir(&args.node.config)
+                .join("data")
+                .join(format!("node-{}", args.node.id))
+        }),
+        page_delay: Duration::from_millis(args.page_delay_ms),
+        node,
+    };
+    run_until_signal(|stop| node::replica::run(options, stop))
+}
+
+pub fn dbnode(args: DbNodeArgs) -> Result<()> {
+    let options = DbNodeOptions {
+        node: args.node.options()?,
+        database: args.database.clone(),
+    };
+    run_until_signal(|stop| node::dbnode::run(options, stop))
+}

@@ -1,0 +1,214 @@
+//! The database node's driver: the voter decides, the executor runs decided operations on the
+//! node's own database (concurrently across partitions, as the voter releases them), and the
+//! results go back to the deciding group as REPLY-COMMIT-DBs.
+
+use crate::app::AppKind;
+use crate::metrics::{self, Metrics};
+use crate::peers::Peers;
+use crate::{NodeError, NodeOptions};
+use dbvote::executor::{Executor, Outcome};
+use dbvote::voter::{VoterAction, VoterCore, VoterReject};
+use dbvote::Application;
+use net::metrics::Registry;
+use proto::{Envelope, Message, NodeId};
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Pause before running an execution again after the database failed it.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The database node's settings.
+#[derive(Clone)]
+pub struct DbNodeOptions {
+    pub node: NodeOptions,
+    /// The database URL; `None` takes the one in the cluster configuration.
+    pub database: Option<String>,
+}
+
+/// An execution finished: its order, and the result or why it must run again.
+type Done = (u64, Result<(Vec<u8>, Duration), String>);
+
+/// Runs the database node until `shutdown` completes.
+pub async fn run(
+    options: DbNodeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    match AppKind::of(&options.node.cluster)? {
+        AppKind::Bank => run_app(options, dbvote::bank::Bank, shutdown).await,
+        AppKind::Noop => run_app(options, dbvote::noop::Noop, shutdown).await,
+    }
+}
+
+/// Where the database at `url` stands (to start a new configuration epoch after it).
+pub async fn progress(
+    cluster: &proto::config::Cluster,
+    url: &str,
+) -> Result<dbvote::executor::Progress, NodeError> {
+    async fn read<A: Application>(
+        app: A,
+        url: &str,
+        partitions: u32,
+    ) -> Result<dbvote::executor::Progress, NodeError> {
+        dbvote::executor::create_database_if_missing(url).await?;
+        let executor = Executor::open(url, app, partitions).await?;
+        let progress = executor.progress().await;
+        executor.close().await;
+        Ok(progress?)
+    }
+    let partitions = cluster.config.partitions;
+    match AppKind::of(cluster)? {
+        AppKind::Bank => read(dbvote::bank::Bank, url, partitions).await,
+        AppKind::Noop => read(dbvote::noop::Noop, url, partitions).await,
+    }
+}
+
+async fn run_app<A: Application>(
+    options: DbNodeOptions,
+    app: A,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    let cluster = options.node.cluster.clone();
+    let me = options.node.id;
+    let configured = cluster
+        .config
+        .db_nodes
+        .iter()
+        .find(|d| d.id == me.0)
+        .ok_or(NodeError::UnknownNode(me.0))?;
+    let url = options
+        .database
+        .clone()
+        .unwrap_or_else(|| configured.database.clone());
+    let kind = AppKind::of(&cluster)?;
+    dbvote::executor::create_database_if_missing(&url).await?;
+    let executor = Executor::open(&url, app, cluster.config.partitions).await?;
+    let progress = executor.progress().await?;
+    let last_seq = progress.partitions.iter().map(|p| p.last_seq).collect();
+    tracing::info!(
+        id = me.0,
+        highest_order = progress.highest_order,
+        "database node resuming"
+    );
+    let mut voter = VoterCore::new(
+        cluster.clone(),
+        kind.rule(),
+        options.node.key()?,
+        me,
+        last_seq,
+    );
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    metrics::serve(options.node.metrics, registry).await?;
+    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
+    let (done, mut finished) = mpsc::unbounded_channel::<Done>();
+    let mut running: std::collections::BTreeMap<u64, dbvote::executor::Execution> =
+        Default::default();
+    let mut tick = tokio::time::interval(options.node.tick);
+    tokio::pin!(shutdown);
+    loop {
+        let actions = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(inbound) = inbound.recv() => on_frame(&mut voter, &metrics, &inbound.frame),
+            Some((order, result)) = finished.recv() => match result {
+                Ok((result, took)) => {
+                    running.remove(&order);
+                    metrics.executions.inc();
+                    Metrics::observe(&metrics.execution_seconds, took);
+                    voter.executed(order, result)
+                }
+                Err(why) => {
+                    tracing::warn!(order, %why, "execution failed; retrying");
+                    metrics.reject("execution_failed");
+                    if let Some(execution) = running.get(&order) {
+                        spawn_execution(&executor, execution.clone(), &done, RETRY);
+                    }
+                    Vec::new()
+                }
+            },
+            _ = tick.tick() => {
+                metrics.transport.update(peers.transport());
+                Vec::new()
+            }
+        };
+        for action in actions {
+            match action {
+                VoterAction::Execute(e) => {
+                    let execution = dbvote::executor::Execution {
+                        order: e.order,
+                        positions: e.positions,
+                        operation: e.request.operation,
+                    };
+                    spawn_execution(&executor, execution.clone(), &done, Duration::ZERO);
+                    running.insert(e.order, execution);
+                }
+                VoterAction::Reply { group, reply } => {
+                    metrics.replies.inc();
+                    let members = cluster.members(group).map(|r| NodeId(r.id));
+                    peers.to_nodes(members, &Message::ReplyCommitDb(reply));
+                }
+            }
+        }
+    }
+    tracing::info!(id = me.0, "database node stopping");
+    peers.shutdown().await;
+    executor.close().await;
+    Ok(())
+}
+
+/// Runs one execution on its own task (after `delay`); the executor runs it exactly once and
+/// in order, so a retry or a repeat only looks up the stored result.
+fn spawn_execution<A: Application>(
+    executor: &Executor<A>,
+    execution: dbvote::executor::Execution,
+    done: &mpsc::UnboundedSender<Done>,
+    delay: Duration,
+) {
+    let executor = executor.clone();
+    let done = done.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let started = Instant::now();
+        let result = match executor.execute(&execution).await {
+            Ok(Outcome::Executed(r) | Outcome::AlreadyExecuted(r)) => Ok((r, started.elapsed())),
+            Ok(Outcome::NotReady { gaps }) => Err(format!(
+                "predecessors not executed yet ({gaps:?}): the voter and the database disagree \
+                 on progress"
+            )),
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = done.send((execution.order, result));
+    });
+}
+
+fn on_frame(voter: &mut VoterCore, metrics: &Metrics, frame: &[u8]) -> Vec<VoterAction> {
+    let message = match Envelope::decode(frame) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(error = %e, "undecodable frame");
+            metrics.reject("malformed");
+            return Vec::new();
+        }
+    };
+    metrics.received(metrics::kind(&message));
+    let Message::CommitDb(commit_db) = message else {
+        metrics.reject(format!("unexpected_{}", metrics::kind(&message)));
+        return Vec::new();
+    };
+    match voter.on_commit_db(&commit_db) {
+        Ok((actions, malformed)) => {
+            for _ in 0..malformed {
+                metrics.reject("malformed_execution");
+            }
+            actions
+        }
+        Err(reject) => {
+            metrics.reject(match reject {
+                VoterReject::NotMember => "not_member",
+                VoterReject::WrongEpoch => "wrong_epoch",
+                VoterReject::Malformed => "malformed_commit_db",
+            });
+            Vec::new()
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The tokio drivers of cloudbft's node roles: each runs one sans-IO protocol core
+//! ([`primary::core::PrimaryCore`], [`group::core::ReplicaCore`], [`dbvote::voter::VoterCore`])
+//! over the TCP transport, with the USIG behind `usigd`, the durable decision log, the database
+//! executor and a Prometheus endpoint.
+//!
+//! The cores decide; the drivers only move bytes, call the trusted component and the disk, and
+//! feed completions back. Every inbound frame is decoded and authenticated by the core (or, for
+//! fetch requests, here); anything malformed is counted and dropped.
+//!
+//! - [`app`]: the cluster's application (partition rule, pages, transaction programs);
+//! - [`peers`]: the configured addresses and the node's outbound side;
+//! - [`usig`]: the USIG on a blocking thread;
+//! - [`metrics`]: what every role counts;
+//! - [`primary`], [`replica`], [`dbnode`]: the three drivers.
+
+pub mod app;
+pub mod dbnode;
+pub mod metrics;
+pub mod peers;
+pub mod primary;
+pub mod replica;
+pub mod usig;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use proto::config::Cluster;
+pub use proto::NodeId;
+
+/// Why a node could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("node {0} is not in the cluster configuration as this role: check --id")]
+    UnknownNode(u32),
+    #[error("{field}: {fix}")]
+    Config { field: String, fix: String },
+    #[error(transparent)]
+    Key(#[from] proto::keys::KeyError),
+    #[error("binding {addr}: {source} (is another process using the port?)")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("USIG at {socket}: {source} (is usigd running for this machine?)")]
+    Usig {
+        socket: String,
+        source: ::usig::UsigError,
+    },
+    #[error(transparent)]
+    Log(#[from] group::log::LogError),
+    #[error(transparent)]
+    Db(#[from] dbvote::error::DbError),
+}
+
+/// What every role needs to start.
+#[derive(Clone)]
+pub struct NodeOptions {
+    pub cluster: Arc<Cluster>,
+    /// The `keys/` directory written by `cloudbft keygen`.
+    pub keys: PathBuf,
+    pub id: NodeId,
+    /// Prometheus endpoint (`None`: no endpoint).
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Timer period: retransmission, fetches of lost messages, metrics refresh.
+    pub tick: Duration,
+}
+
+impl NodeOptions {
+    /// Loads this node's signing key, checked against the configuration.
+    fn key(&self) -> Result<proto::SigningKey, NodeError> {
+        let path = proto::keys::node_key_path(&self.keys, self.id);
+        Ok(proto::keys::load(&path, self.cluster.node_key(self.id))?)
+    }
+}

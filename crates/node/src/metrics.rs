@@ -1,0 +1,166 @@
+//! What the roles count, exported in Prometheus format (`cloudbft_*`).
+//!
+//! One set of metrics for all roles keeps names uniform across processes; each role updates
+//! the ones that concern it (a primary has no executions, a database node no batches).
+
+use net::metrics::{Registry, TransportMetrics};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A label with one value: the message kind or the rejection reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Kind {
+    pub kind: String,
+}
+
+/// A role's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Frames received, by message kind.
+    pub received: Family<Kind, Counter>,
+    /// Frames or messages dropped, by reason.
+    pub rejected: Family<Kind, Counter>,
+    /// Client requests admitted by the primary.
+    pub requests: Counter,
+    /// PREPAREs sent (primary).
+    pub batches: Counter,
+    pub batch_size: Histogram,
+    /// Warrants created by this node's USIG.
+    pub warrants: Counter,
+    pub warrant_seconds: Histogram,
+    /// Decisions made durable (replica).
+    pub commits: Counter,
+    pub persist_seconds: Histogram,
+    /// Operations executed (database node).
+    pub executions: Counter,
+    pub execution_seconds: Histogram,
+    /// REPLYs sent (replica) or REPLY-COMMIT-DBs sent (database node).
+    pub replies: Counter,
+    /// From the first sight of an order's decision to its REPLY (replica), in seconds.
+    pub reply_seconds: Histogram,
+    pub transport: TransportMetrics,
+}
+
+fn seconds() -> Histogram {
+    // 100 µs to ~52 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+impl Metrics {
+    /// Registers everything under `cloudbft_`.
+    pub fn register(registry: &mut Registry) -> Arc<Metrics> {
+        let m = Metrics {
+            received: Family::default(),
+            rejected: Family::default(),
+            requests: Counter::default(),
+            batches: Counter::default(),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            warrants: Counter::default(),
+            warrant_seconds: seconds(),
+            commits: Counter::default(),
+            persist_seconds: seconds(),
+            executions: Counter::default(),
+            execution_seconds: seconds(),
+            replies: Counter::default(),
+            reply_seconds: seconds(),
+            transport: TransportMetrics::register(registry),
+        };
+        let r = registry.sub_registry_with_prefix("cloudbft");
+        r.register(
+            "received",
+            "Frames received by message kind",
+            m.received.clone(),
+        );
+        r.register("rejected", "Messages dropped by reason", m.rejected.clone());
+        r.register("requests", "Client requests admitted", m.requests.clone());
+        r.register("batches", "PREPARE batches sent", m.batches.clone());
+        r.register("batch_size", "Requests per PREPARE", m.batch_size.clone());
+        r.register("warrants", "Unique warrants created", m.warrants.clone());
+        r.register(
+            "warrant_seconds",
+            "Time per warrant",
+            m.warrant_seconds.clone(),
+        );
+        r.register("commits", "Decisions made durable", m.commits.clone());
+        r.register(
+            "persist_seconds",
+            "Time per log sync",
+            m.persist_seconds.clone(),
+        );
+        r.register("executions", "Operations executed", m.executions.clone());
+        r.register(
+            "execution_seconds",
+            "Time per database execution",
+            m.execution_seconds.clone(),
+        );
+        r.register("replies", "Replies sent", m.replies.clone());
+        r.register(
+            "reply_seconds",
+            "From decision to reply, per order",
+            m.reply_seconds.clone(),
+        );
+        Arc::new(m)
+    }
+
+    /// Counts a received frame of this kind.
+    pub fn received(&self, kind: &str) {
+        self.received
+            .get_or_create(&Kind { kind: kind.into() })
+            .inc();
+    }
+
+    /// Counts a dropped message for this reason.
+    pub fn reject(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::debug!(%reason, "message rejected");
+        self.rejected.get_or_create(&Kind { kind: reason }).inc();
+    }
+
+    /// Rejections counted for this reason so far (tests and logs).
+    pub fn rejected(&self, reason: &str) -> u64 {
+        self.rejected
+            .get_or_create(&Kind {
+                kind: reason.into(),
+            })
+            .get()
+    }
+
+    pub fn observe(histogram: &Histogram, elapsed: Duration) {
+        histogram.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The name of a message's kind, for labels.
+pub fn kind(message: &proto::Message) -> &'static str {
+    use proto::Message::*;
+    match message {
+        Request(_) => "request",
+        Prepare(_) => "prepare",
+        Commit(_) => "commit",
+        CommitDb(_) => "commit_db",
+        ReplyCommitDb(_) => "reply_commit_db",
+        Reply(_) => "reply",
+        FetchPrepares(_) => "fetch_prepares",
+        FetchCommits(_) => "fetch_commits",
+    }
+}
+
+/// Starts the registry's endpoint if the node has one.
+pub async fn serve(
+    addr: Option<std::net::SocketAddr>,
+    registry: Registry,
+) -> Result<(), crate::NodeError> {
+    if let Some(addr) = addr {
+        net::metrics::serve(addr, Arc::new(registry))
+            .await
+            .map_err(|source| crate::NodeError::Bind {
+                addr: addr.to_string(),
+                source,
+            })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! Addresses from the cluster configuration, parsed once, and the node's transport.
+
+use crate::NodeError;
+use net::{Inbound, Transport, TransportConfig};
+use proto::config::Cluster;
+use proto::{ClientId, Envelope, Message, NodeId};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use tokio::sync::mpsc;
+
+/// Where every node and client of the cluster listens, and the transport to reach them.
+#[derive(Clone)]
+pub struct Peers {
+    transport: Transport,
+    nodes: BTreeMap<NodeId, SocketAddr>,
+    clients: BTreeMap<ClientId, SocketAddr>,
+}
+
+fn parse(field: String, addr: &str) -> Result<SocketAddr, NodeError> {
+    addr.parse().map_err(|_| NodeError::Config {
+        field,
+        fix: format!("\"{addr}\" is not an IP:port address (for example 127.0.0.1:7100)"),
+    })
+}
+
+impl Peers {
+    /// Parses every address and binds `me`'s listen address.
+    pub async fn bind(
+        cluster: &Cluster,
+        me: NodeId,
+    ) -> Result<(Peers, mpsc::Receiver<Inbound>), NodeError> {
+        let c = &cluster.config;
+        let mut nodes = BTreeMap::new();
+        let listed = c
+            .primaries
+            .iter()
+            .map(|p| ("primary", p.id, &p.addr))
+            .chain(c.replicas.iter().map(|r| ("replica", r.id, &r.addr)))
+            .chain(c.db_nodes.iter().map(|d| ("dbnode", d.id, &d.addr)));
+        for (role, id, addr) in listed {
+            nodes.insert(NodeId(id), parse(format!("{role} {id}.addr"), addr)?);
+        }
+        let mut clients = BTreeMap::new();
+        for client in &c.clients {
+            clients.insert(
+                ClientId(client.id),
+                parse(format!("client {}.addr", client.id), &client.addr)?,
+            );
+        }
+        let listen = *nodes.get(&me).ok_or(NodeError::UnknownNode(me.0))?;
+        let (transport, inbound) = Transport::bind(listen, TransportConfig::default())
+            .await
+            .map_err(|source| NodeError::Bind {
+                addr: listen.to_string(),
+                source,
+            })?;
+        Ok((
+            Peers {
+                transport,
+                nodes,
+                clients,
+            },
+            inbound,
+        ))
+    }
+
+    /// Sends to a configured node (unknown ids are a driver bug and only logged).
+    pub fn to_node(&self, node: NodeId, message: &Message) {
+        match self.nodes.get(&node) {
+            Some(&addr) => self.transport.send(addr, Envelope::encode(message)),
+            None => tracing::error!(node = node.0, "no address for node"),
+        }
+    }
+
+    /// Sends the same message to several nodes, encoding it once.
+    pub fn to_nodes(&self, nodes: impl IntoIterator<Item = NodeId>, message: &Message) {
+        let frame = Envelope::encode(message);
+        for node in nodes {
+            if let Some(&addr) = self.nodes.get(&node) {
+                self.transport.send(addr, frame.clone());
+            }
+        }
+    }
+
+    /// Sends to a client's configured reply address; a client without one gets nothing.
+    pub fn to_client(&self, client: ClientId, message: &Message) {
+        if let Some(&addr) = self.clients.get(&client) {
+            self.transport.send(addr, Envelope::encode(message));
+        }
+    }
+
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Stops the transport.
+    pub async fn shutdown(self) {
+        self.transport.shutdown().await;
+    }
+}

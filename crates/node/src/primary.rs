@@ -1,0 +1,169 @@
+//! The primary's driver: admits client requests, has each batch warranted by its USIG and
+//! broadcasts the PREPAREs to every group replica; answers replicas' fetches of lost PREPAREs.
+
+use crate::app::AppKind;
+use crate::metrics::{self, Metrics};
+use crate::peers::Peers;
+use crate::usig::UsigWorker;
+use crate::{NodeError, NodeOptions};
+use net::metrics::Registry;
+use primary::core::{Action, PrimaryCore, Rejection};
+use proto::config::Cluster;
+use proto::{Envelope, FetchPrepares, Message, NodeId, View};
+use std::future::Future;
+use std::path::PathBuf;
+use usig::UsigId;
+
+/// At most this many PREPAREs answer one fetch (a replica further behind asks again).
+const MAX_FETCH: u64 = 256;
+
+/// The primary's settings.
+#[derive(Clone)]
+pub struct PrimaryOptions {
+    pub node: NodeOptions,
+    /// usigd's socket for this primary's identity.
+    pub usig_socket: PathBuf,
+    /// Most requests per PREPARE (1 turns batching off).
+    pub max_batch: usize,
+}
+
+/// Runs the primary until `shutdown` completes.
+pub async fn run(
+    options: PrimaryOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    let cluster = options.node.cluster.clone();
+    let me = options.node.id;
+    let usig = cluster
+        .config
+        .primaries
+        .iter()
+        .find(|p| p.id == me.0)
+        .map(|p| UsigId(p.usig))
+        .ok_or(NodeError::UnknownNode(me.0))?;
+    let app = AppKind::of(&cluster)?;
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    metrics::serve(options.node.metrics, registry).await?;
+    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
+    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
+    let mut core = PrimaryCore::new(
+        cluster.clone(),
+        app.rule(),
+        me,
+        View(0),
+        options.max_batch.max(1),
+    );
+    let replicas: Vec<NodeId> = cluster
+        .config
+        .replicas
+        .iter()
+        .map(|r| NodeId(r.id))
+        .collect();
+    let mut tick = tokio::time::interval(options.node.tick);
+    tracing::info!(id = me.0, max_batch = options.max_batch, "primary running");
+    tokio::pin!(shutdown);
+    loop {
+        let actions = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(inbound) = inbound.recv() => {
+                on_frame(&mut core, &cluster, &peers, &metrics, &inbound.frame)
+            }
+            Some(result) = warranted.recv() => {
+                let (ui, took) = result.map_err(|source| NodeError::Usig {
+                    socket: options.usig_socket.display().to_string(),
+                    source,
+                })?;
+                metrics.warrants.inc();
+                Metrics::observe(&metrics.warrant_seconds, took);
+                core.warranted(ui)
+            }
+            _ = tick.tick() => {
+                core.on_tick();
+                metrics.transport.update(peers.transport());
+                Vec::new()
+            }
+        };
+        for action in actions {
+            match action {
+                Action::Warrant { bytes } => usig.warrant(bytes),
+                Action::Broadcast(prepare) => {
+                    metrics.batches.inc();
+                    metrics.batch_size.observe(prepare.entries.len() as f64);
+                    peers.to_nodes(replicas.iter().copied(), &Message::Prepare(prepare));
+                }
+            }
+        }
+    }
+    tracing::info!(id = me.0, "primary stopping");
+    peers.shutdown().await;
+    Ok(())
+}
+
+fn on_frame(
+    core: &mut PrimaryCore,
+    cluster: &Cluster,
+    peers: &Peers,
+    metrics: &Metrics,
+    frame: &[u8],
+) -> Vec<Action> {
+    let message = match Envelope::decode(frame) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(error = %e, "undecodable frame");
+            metrics.reject("malformed");
+            return Vec::new();
+        }
+    };
+    metrics.received(metrics::kind(&message));
+    match message {
+        Message::Request(request) => match core.on_request(request) {
+            Ok(actions) => {
+                metrics.requests.inc();
+                actions
+            }
+            Err(rejection) => {
+                metrics.reject(match rejection {
+                    Rejection::UnknownClient => "unknown_client",
+                    Rejection::BadSignature => "bad_client_signature",
+                    Rejection::BadPartitions => "bad_partitions",
+                    Rejection::Duplicate => "duplicate_request",
+                });
+                Vec::new()
+            }
+        },
+        Message::FetchPrepares(fetch) => {
+            on_fetch(core, cluster, peers, metrics, fetch);
+            Vec::new()
+        }
+        other => {
+            metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
+            Vec::new()
+        }
+    }
+}
+
+/// Answers a replica's signed fetch with the PREPAREs it lost, at its configured address.
+fn on_fetch(
+    core: &PrimaryCore,
+    cluster: &Cluster,
+    peers: &Peers,
+    metrics: &Metrics,
+    fetch: FetchPrepares,
+) {
+    let is_replica = cluster
+        .config
+        .replicas
+        .iter()
+        .any(|r| r.id == fetch.replica.0);
+    let key = cluster.node_key(fetch.replica).filter(|_| is_replica);
+    if !key.is_some_and(|k| fetch.verify(k)) {
+        metrics.reject("bad_fetch_signature");
+        return;
+    }
+    let start = *fetch.counters.start();
+    let end = (*fetch.counters.end()).min(start.saturating_add(MAX_FETCH - 1));
+    for prepare in core.on_fetch(start..=end) {
+        peers.to_node(fetch.replica, &Message::Prepare(prepare));
+    }
+}

@@ -1,0 +1,305 @@
+//! The group replica's driver: PREPAREs in counter order, COMMITs with its own warrants,
+//! durable decisions (a log thread that syncs once per batch of decisions, in parallel with
+//! everything else), COMMIT-DBs to the database nodes and REPLYs to clients.
+
+use crate::app::AppKind;
+use crate::metrics::{self, Metrics};
+use crate::peers::Peers;
+use crate::usig::UsigWorker;
+use crate::{NodeError, NodeOptions};
+use group::core::{Action, Reject, ReplicaCore};
+use group::log::DecisionLog;
+use net::metrics::Registry;
+use proto::config::Cluster;
+use proto::{Envelope, FetchCommits, FetchPrepares, Message, NodeId, Signature};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use usig::UsigId;
+
+/// The replica's settings.
+#[derive(Clone)]
+pub struct ReplicaOptions {
+    pub node: NodeOptions,
+    /// usigd's socket for this replica's identity.
+    pub usig_socket: PathBuf,
+    /// Where the decision log lives.
+    pub data_dir: PathBuf,
+    /// Extra time before each REPLY, to reproduce the paper's page-generation stage in
+    /// benchmarks (zero by default).
+    pub page_delay: Duration,
+}
+
+/// Decisions written and synced by the log thread: their PREPARE counters and the sync time.
+type Synced = Result<(Vec<u64>, Duration), group::log::LogError>;
+
+/// Starts the log thread over the configuration epoch's decision log.
+fn start_log(
+    data_dir: &Path,
+    epoch: u64,
+) -> Result<
+    (
+        std::sync::mpsc::Sender<(u64, Vec<u8>)>,
+        mpsc::UnboundedReceiver<Synced>,
+    ),
+    NodeError,
+> {
+    std::fs::create_dir_all(data_dir).map_err(|source| group::log::LogError::Io {
+        path: data_dir.to_path_buf(),
+        source,
+    })?;
+    // A new configuration epoch starts the protocol afresh; earlier epochs' logs stay for audit.
+    let (mut log, earlier) = DecisionLog::open(&data_dir.join(format!("decisions-{epoch}.log")))?;
+    if !earlier.is_empty() {
+        tracing::warn!(
+            decisions = earlier.len(),
+            "decisions of an earlier run of this epoch are not replayed (recovery is issue 5): \
+             start a new configuration epoch to restart a cluster"
+        );
+    }
+    let (append, records) = std::sync::mpsc::channel::<(u64, Vec<u8>)>();
+    let (synced, results) = mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("decision-log".into())
+        .spawn(move || {
+            while let Ok(first) = records.recv() {
+                let started = Instant::now();
+                let batch: Vec<(u64, Vec<u8>)> =
+                    std::iter::once(first).chain(records.try_iter()).collect();
+                let written = batch
+                    .iter()
+                    .try_for_each(|(_, record)| log.append(record))
+                    .and_then(|()| log.sync())
+                    .map(|()| (batch.iter().map(|(c, _)| *c).collect(), started.elapsed()));
+                let failed = written.is_err();
+                if synced.send(written).is_err() || failed {
+                    return;
+                }
+            }
+        })
+        .map_err(|source| group::log::LogError::Io {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+    Ok((append, results))
+}
+
+/// Runs the replica until `shutdown` completes.
+pub async fn run(
+    options: ReplicaOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    let cluster = options.node.cluster.clone();
+    let me = options.node.id;
+    let usig = cluster
+        .config
+        .replicas
+        .iter()
+        .find(|r| r.id == me.0)
+        .map(|r| UsigId(r.usig))
+        .ok_or(NodeError::UnknownNode(me.0))?;
+    let app = AppKind::of(&cluster)?;
+    let key = options.node.key()?;
+    let mut core = ReplicaCore::new(
+        cluster.clone(),
+        app.rule(),
+        app.renderer(),
+        options.node.key()?,
+        me,
+    )
+    .ok_or(NodeError::UnknownNode(me.0))?;
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    metrics::serve(options.node.metrics, registry).await?;
+    let (append, mut synced) = start_log(&options.data_dir, cluster.config.config_epoch)?;
+    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
+    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
+    let group = core.group();
+    let mates: Vec<NodeId> = cluster
+        .members(group)
+        .map(|r| NodeId(r.id))
+        .filter(|&id| id != me)
+        .collect();
+    let db_nodes: Vec<NodeId> = cluster
+        .config
+        .db_nodes
+        .iter()
+        .map(|d| NodeId(d.id))
+        .collect();
+    // When each order's decision became durable, for the decision-to-reply latency.
+    let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
+    let mut tick = tokio::time::interval(options.node.tick);
+    tracing::info!(id = me.0, group = group.0, "replica running");
+    tokio::pin!(shutdown);
+    loop {
+        let actions = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(inbound) = inbound.recv() => {
+                on_frame(&mut core, &cluster, &metrics, &inbound.frame)
+            }
+            Some(result) = warranted.recv() => {
+                let (ui, took) = result.map_err(|source| NodeError::Usig {
+                    socket: options.usig_socket.display().to_string(),
+                    source,
+                })?;
+                metrics.warrants.inc();
+                Metrics::observe(&metrics.warrant_seconds, took);
+                core.warranted(ui)
+            }
+            Some(result) = synced.recv() => {
+                let (counters, took) = result?;
+                Metrics::observe(&metrics.persist_seconds, took);
+                let mut actions = Vec::new();
+                for counter in counters {
+                    metrics.commits.inc();
+                    actions.extend(core.persisted(counter));
+                }
+                actions
+            }
+            _ = tick.tick() => {
+                metrics.transport.update(peers.transport());
+                core.on_tick()
+            }
+        };
+        for action in actions {
+            match action {
+                Action::Warrant { bytes } => usig.warrant(bytes),
+                Action::SendCommit { to, commit } => {
+                    let m = Message::Commit(*commit);
+                    match to {
+                        Some(peer) => peers.to_node(peer, &m),
+                        None => peers.to_nodes(mates.iter().copied(), &m),
+                    }
+                }
+                Action::FetchPrepares(counters) => {
+                    let fetch = FetchPrepares {
+                        replica: me,
+                        counters,
+                        signature: Signature([0; 64]),
+                    }
+                    .sign(&key);
+                    peers.to_node(core.primary(), &Message::FetchPrepares(fetch));
+                }
+                Action::FetchCommits {
+                    from,
+                    warrants,
+                    prepares,
+                } => {
+                    let fetch = FetchCommits {
+                        replica: me,
+                        warrants,
+                        prepares,
+                        signature: Signature([0; 64]),
+                    }
+                    .sign(&key);
+                    peers.to_node(from, &Message::FetchCommits(fetch));
+                }
+                Action::Persist {
+                    counter,
+                    executions,
+                } => {
+                    let now = Instant::now();
+                    for e in &executions {
+                        decided_at.insert((e.request.client, e.request.timestamp), now);
+                    }
+                    // The record: the PREPARE counter and our executions for it.
+                    let record = wire::encode(&(counter, &executions)).unwrap_or_default();
+                    if append.send((counter, record)).is_err() {
+                        tracing::error!("decision log thread stopped");
+                    }
+                }
+                Action::SendCommitDb { to, commit_db } => {
+                    let m = Message::CommitDb(commit_db);
+                    match to {
+                        Some(db) => peers.to_node(db, &m),
+                        None => peers.to_nodes(db_nodes.iter().copied(), &m),
+                    }
+                }
+                Action::SendReply(reply) => {
+                    if let Some(at) = decided_at.remove(&(reply.client, reply.timestamp)) {
+                        Metrics::observe(&metrics.reply_seconds, at.elapsed());
+                    }
+                    metrics.replies.inc();
+                    send_reply(&peers, reply, options.page_delay);
+                }
+            }
+        }
+        // Orders whose reply never came (a client that vanished) must not pile up.
+        while decided_at.len() > 65_536 {
+            decided_at.pop_first();
+        }
+    }
+    tracing::info!(id = me.0, "replica stopping");
+    peers.shutdown().await;
+    Ok(())
+}
+
+fn send_reply(peers: &Peers, reply: proto::Reply, delay: Duration) {
+    let client = reply.client;
+    if delay.is_zero() {
+        peers.to_client(client, &Message::Reply(reply));
+        return;
+    }
+    let peers = peers.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        peers.to_client(client, &Message::Reply(reply));
+    });
+}
+
+fn reject_label(reject: &Reject) -> &'static str {
+    match reject {
+        Reject::WrongView => "wrong_view",
+        Reject::WrongEpoch => "wrong_epoch",
+        Reject::NotMember => "not_member",
+        Reject::BadSignature => "bad_signature",
+        // Answers to our own fetches, and PREPAREs carried again by COMMITs: harmless.
+        Reject::Warrant(usig::VerifyError::Replay { .. }) => "duplicate_warrant",
+        Reject::Warrant(_) => "bad_warrant",
+    }
+}
+
+fn on_frame(
+    core: &mut ReplicaCore,
+    cluster: &Cluster,
+    metrics: &Metrics,
+    frame: &[u8],
+) -> Vec<Action> {
+    let message = match Envelope::decode(frame) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(error = %e, "undecodable frame");
+            metrics.reject("malformed");
+            return Vec::new();
+        }
+    };
+    metrics.received(metrics::kind(&message));
+    let result = match message {
+        Message::Prepare(p) => core.on_prepare(p),
+        Message::Commit(c) => core.on_commit(c),
+        Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
+        Message::Request(r) => Ok(core.on_request(&r)),
+        Message::FetchCommits(f) => {
+            let mate = cluster.members(core.group()).any(|r| r.id == f.replica.0);
+            let key = cluster.node_key(f.replica).filter(|_| mate);
+            if key.is_some_and(|k| f.verify(k)) {
+                Ok(core.on_fetch_commits(f.replica, f.warrants, &f.prepares))
+            } else {
+                Err(Reject::BadSignature)
+            }
+        }
+        other => {
+            metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
+            return Vec::new();
+        }
+    };
+    result.unwrap_or_else(|reject| {
+        if let Reject::Warrant(e) = &reject {
+            tracing::debug!(error = %e, "warrant refused");
+        }
+        metrics.reject(reject_label(&reject));
+        Vec::new()
+    })
+}

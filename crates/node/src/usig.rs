@@ -1,0 +1,67 @@
+//! The node's USIG: a `usigd` client on a blocking thread, since a TPM warrant takes
+//! milliseconds and must not stall the event loop. The cores keep at most one warrant request
+//! in flight, so one thread is enough and warrants come back in request order.
+
+use crate::NodeError;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use usig::daemon::client::UsigdClient;
+use usig::{UniqueWarrant, UsigError, UsigId};
+
+/// A warrant and how long the USIG took for it.
+pub type Warranted = Result<(UniqueWarrant, Duration), UsigError>;
+
+/// Sends messages to warrant to the USIG thread.
+pub struct UsigWorker {
+    requests: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl UsigWorker {
+    /// Connects to usigd at `socket` for `identity`, and starts the thread. Results arrive on
+    /// the returned receiver.
+    pub fn start(
+        socket: &Path,
+        identity: UsigId,
+    ) -> Result<(UsigWorker, mpsc::UnboundedReceiver<Warranted>), NodeError> {
+        let mut client =
+            UsigdClient::connect(socket, identity).map_err(|source| NodeError::Usig {
+                socket: socket.display().to_string(),
+                source,
+            })?;
+        let (requests, incoming) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (results, warranted) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name(format!("usig-{}", identity.0))
+            .spawn(move || {
+                while let Ok(bytes) = incoming.recv() {
+                    let started = Instant::now();
+                    let result = usig::Usig::create_ui(&mut client, &bytes)
+                        .map(|ui| (ui, started.elapsed()));
+                    if results.send(result).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| NodeError::Usig {
+                socket: socket.display().to_string(),
+                source: UsigError::Daemon(format!("cannot start the USIG thread: {e}")),
+            })?;
+        Ok((UsigWorker { requests }, warranted))
+    }
+
+    /// Asks for a warrant over `bytes`.
+    pub fn warrant(&self, bytes: Vec<u8>) {
+        // The thread only ends when this sender is dropped or the driver's receiver is gone.
+        let _ = self.requests.send(bytes);
+    }
+}
+
+/// Where `cloudbft keygen` puts the usigd socket of a node: next to cluster.toml, under
+/// `usigd/<machine>/node-<id>.sock`.
+pub fn default_socket(config_dir: &Path, machine: &str, node: u32) -> PathBuf {
+    config_dir
+        .join("usigd")
+        .join(machine)
+        .join(format!("node-{node}.sock"))
+}
