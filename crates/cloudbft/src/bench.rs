@@ -107,6 +107,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         usig: args.usig,
         db: args.db,
         postgres: args.postgres.clone(),
+        db_prefix: "cloudbft_bench".into(),
         base_port: args.base_port,
         clients: 2 * args.clients,
         client_endpoints: 2,

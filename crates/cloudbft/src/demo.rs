@@ -27,6 +27,9 @@ pub struct DemoArgs {
     /// PostgreSQL server for --db postgres (each node gets its own database on it).
     #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
     pub postgres: String,
+    /// PostgreSQL database names are <prefix>_node_<id>.
+    #[arg(long, default_value = "cloudbft")]
+    pub db_prefix: String,
     /// Where browsers connect.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub gateway_addr: SocketAddr,
@@ -57,6 +60,7 @@ impl DemoArgs {
             usig: self.usig,
             db: self.db,
             postgres: self.postgres.clone(),
+            db_prefix: self.db_prefix.clone(),
             base_port: self.base_port,
             clients: 64,
             client_endpoints: 2,

@@ -53,6 +53,9 @@ pub struct KeygenArgs {
     /// Base URL of the PostgreSQL server with --db postgres (each node gets its own database).
     #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
     pub postgres: String,
+    /// PostgreSQL database names are <prefix>_node_<id>.
+    #[arg(long, default_value = "cloudbft")]
+    pub db_prefix: String,
     /// First TCP port; nodes listen on consecutive ports from here on 127.0.0.1.
     #[arg(long, default_value_t = 7100)]
     pub base_port: u16,
@@ -151,7 +154,11 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                     out.join(format!("db/node-{id}.sqlite")).display()
                 ),
                 DbKind::Postgres => {
-                    format!("{}/cloudbft_node_{id}", args.postgres.trim_end_matches('/'))
+                    format!(
+                        "{}/{}_node_{id}",
+                        args.postgres.trim_end_matches('/'),
+                        args.db_prefix
+                    )
                 }
             },
             public_key: new_key(out, &format!("node-{id}"))?,

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// How long a process may take to open its port or socket.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the database nodes get to level out at a stop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a process may take to stop after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -230,11 +232,42 @@ impl LocalCluster {
             .find_map(|(n, c, _)| c.try_wait().ok().flatten().map(|s| (n.clone(), s)))
     }
 
-    /// Stops every process, newest first: SIGTERM, then SIGKILL after a grace period.
+    /// Stops every process, newest first: SIGTERM, then SIGKILL after a grace period. The
+    /// gateway goes first; then the database nodes get a moment to catch up with each other
+    /// (replicas re-send decisions to the ones behind), so that a restart finds them level.
     pub fn stop(&mut self) {
+        if let Some(i) = self.processes.iter().position(|(n, _, _)| n == "gateway") {
+            let (name, mut child, _) = self.processes.remove(i);
+            terminate(&name, &mut child);
+        }
+        self.drain();
         while let Some((name, mut child, _)) = self.processes.pop() {
             terminate(&name, &mut child);
         }
+    }
+
+    /// Waits (at most DRAIN_TIMEOUT) until every database node reports the same highest
+    /// executed order twice in a row.
+    fn drain(&self) {
+        let dbs: Vec<SocketAddr> = self
+            .processes
+            .iter()
+            .filter(|(n, _, _)| n.starts_with("dbnode-"))
+            .filter_map(|(_, _, m)| *m)
+            .collect();
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        let mut last = None;
+        while Instant::now() < deadline {
+            let orders: Option<Vec<u64>> = dbs.iter().map(|&a| highest_order(a)).collect();
+            match orders {
+                Some(o) if o.windows(2).all(|w| w[0] == w[1]) && last.as_ref() == Some(&o) => {
+                    return
+                }
+                o => last = o,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        tracing::warn!(?last, "database nodes did not level out before the stop");
     }
 }
 
@@ -294,4 +327,19 @@ fn wait_port(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A database node's `cloudbft_highest_order`, read from its metrics endpoint.
+fn highest_order(metrics: SocketAddr) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect_timeout(&metrics, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
+        .and_then(|v| v.trim().parse().ok())
 }

@@ -99,6 +99,7 @@ async fn run_app<A: Application>(
     );
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    metrics.highest_order.set(progress.highest_order);
     metrics::serve(options.node.metrics, registry).await?;
     let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
@@ -114,6 +115,9 @@ async fn run_app<A: Application>(
                 Ok((result, took)) => {
                     running.remove(&order);
                     metrics.executions.inc();
+                    if order > metrics.highest_order.get() {
+                        metrics.highest_order.set(order);
+                    }
                     Metrics::observe(&metrics.execution_seconds, took);
                     voter.executed(order, result)
                 }

@@ -7,7 +7,9 @@ use net::metrics::{Registry, TransportMetrics};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +40,8 @@ pub struct Metrics {
     /// Operations executed (database node).
     pub executions: Counter,
     pub execution_seconds: Histogram,
+    /// Highest global order executed (database node): compare across nodes to see a lagging one.
+    pub highest_order: Gauge<u64, AtomicU64>,
     /// REPLYs sent (replica) or REPLY-COMMIT-DBs sent (database node).
     pub replies: Counter,
     /// From the first sight of an order's decision to its REPLY (replica), in seconds.
@@ -65,6 +69,7 @@ impl Metrics {
             persist_seconds: seconds(),
             executions: Counter::default(),
             execution_seconds: seconds(),
+            highest_order: Gauge::default(),
             replies: Counter::default(),
             reply_seconds: seconds(),
             transport: TransportMetrics::register(registry),
@@ -96,6 +101,11 @@ impl Metrics {
             "execution_seconds",
             "Time per database execution",
             m.execution_seconds.clone(),
+        );
+        r.register(
+            "highest_order",
+            "Highest global order executed here",
+            m.highest_order.clone(),
         );
         r.register("replies", "Replies sent", m.replies.clone());
         r.register(

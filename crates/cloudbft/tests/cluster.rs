@@ -1,0 +1,218 @@
+//! The whole pipeline across processes over real TCP: `cloudbft demo` (usigd per machine, the
+//! primary, two groups of three replicas, three database nodes, the gateway) under concurrent
+//! bank transfers through the client library, on SQLite and on PostgreSQL. Every page comes from
+//! f+1 replicas; money is conserved; every database node ends in the same state; a restarted
+//! cluster continues with the data.
+
+mod common;
+
+use client_plugin::client::{ClientEndpoint, ClientOptions};
+use common::Demo;
+use dbvote::bank::{Bank, BankOp};
+use dbvote::executor::Executor;
+use proto::config::Cluster;
+use proto::testing::Rng;
+use std::path::Path;
+use std::sync::Arc;
+
+const BRANCHES: u32 = 4;
+const ACCOUNTS: u32 = 4;
+const INITIAL: u64 = 100_000;
+
+/// The load driver's client endpoint (the gateway holds the first one).
+async fn driver(demo: &Demo) -> ClientEndpoint {
+    let cluster = Arc::new(Cluster::load(&demo.config()).unwrap());
+    let endpoint = cluster.config.clients[1].addr.clone();
+    ClientEndpoint::open(
+        cluster,
+        &demo.dir.join("keys"),
+        &endpoint,
+        ClientOptions::default(),
+    )
+    .await
+    .expect("opening the load driver's client endpoint")
+}
+
+async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
+    let accepted = client
+        .invoke(op.partitions(), op.encode())
+        .await
+        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    String::from_utf8(accepted.page).expect("pages are UTF-8")
+}
+
+/// The balance an accepted Balance page shows, in cents.
+fn balance(page: &str) -> u64 {
+    let amount = page
+        .split("id=\"result\">")
+        .nth(1)
+        .and_then(|result| result.split(": ").nth(1))
+        .and_then(|rest| rest.split('<').next())
+        .map(|text| text.trim_end_matches('.').replace('.', ""));
+    amount
+        .and_then(|cents| cents.parse().ok())
+        .unwrap_or_else(|| panic!("no balance in {page}"))
+}
+
+async fn total(client: &ClientEndpoint) -> u64 {
+    let mut sum = 0;
+    for branch in 0..BRANCHES {
+        for number in 0..ACCOUNTS {
+            sum += balance(&invoke(client, BankOp::Balance { branch, number }).await);
+        }
+    }
+    sum
+}
+
+/// Opens the accounts, runs concurrent transfers (a third across branches: multi-partition),
+/// checks that money is conserved.
+async fn workload(client: &ClientEndpoint) {
+    for branch in 0..BRANCHES {
+        for number in 0..ACCOUNTS {
+            let page = invoke(
+                client,
+                BankOp::Open {
+                    branch,
+                    number,
+                    initial_cents: INITIAL,
+                },
+            )
+            .await;
+            assert!(page.contains("opened with balance 1000.00"), "{page}");
+        }
+    }
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = Rng::new(t);
+            for _ in 0..12 {
+                let from = (rng.below(u64::from(BRANCHES)) as u32, t as u32 % ACCOUNTS);
+                let to_branch = if rng.chance(0.33) {
+                    (from.0 + 1) % BRANCHES
+                } else {
+                    from.0
+                };
+                let to = (to_branch, (t as u32 + 1) % ACCOUNTS);
+                let cents = rng.between(1, 5_000);
+                let page = invoke(&client, BankOp::Transfer { from, to, cents }).await;
+                assert!(
+                    page.contains("Transferred") || page.contains("Insufficient funds"),
+                    "{page}"
+                );
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        total(client).await,
+        u64::from(BRANCHES * ACCOUNTS) * INITIAL,
+        "money is conserved"
+    );
+}
+
+/// Every database node's state digest and highest executed order, after the cluster stopped.
+async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
+    let cluster = Cluster::load(config).unwrap();
+    let mut out = Vec::new();
+    for db in &cluster.config.db_nodes {
+        let executor = Executor::open(&db.database, Bank, cluster.config.partitions)
+            .await
+            .unwrap();
+        out.push((
+            executor.digest().await.unwrap(),
+            executor.progress().await.unwrap().highest_order,
+        ));
+        executor.close().await;
+    }
+    out
+}
+
+fn run(base_port: u16, extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("cluster");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let demo = Demo::start(&data, base_port, base_port + 890, extra);
+    runtime.block_on(async {
+        let client = driver(&demo).await;
+        workload(&client).await;
+        client.shutdown().await;
+    });
+    demo.stop();
+    let states = runtime.block_on(db_states(&data.join("cluster.toml")));
+    assert!(states[0].1 > 0, "nothing executed");
+    assert!(
+        states.iter().all(|s| *s == states[0]),
+        "database nodes differ: {states:?}"
+    );
+
+    // Started again on the same data, the cluster continues where it stopped.
+    let demo = Demo::start(&data, base_port, base_port + 890, extra);
+    runtime.block_on(async {
+        let client = driver(&demo).await;
+        assert_eq!(
+            total(&client).await,
+            u64::from(BRANCHES * ACCOUNTS) * INITIAL
+        );
+        let page = invoke(
+            &client,
+            BankOp::Deposit {
+                branch: 1,
+                number: 1,
+                cents: 1,
+            },
+        )
+        .await;
+        assert!(page.contains("Balance of account 1/1"), "{page}");
+        client.shutdown().await;
+    });
+    demo.stop();
+    let after = runtime.block_on(db_states(&data.join("cluster.toml")));
+    assert!(after.iter().all(|s| *s == after[0]), "{after:?}");
+    assert!(
+        after[0].1 > states[0].1,
+        "the restarted cluster executed nothing"
+    );
+}
+
+#[test]
+fn bank_cluster_on_sqlite() {
+    run(18100, &[]);
+}
+
+#[test]
+fn bank_cluster_on_postgres() {
+    let server = std::env::var("CLOUDBFT_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres".into());
+    let server = server.trim_end_matches("/postgres").to_string();
+    let prefix = format!("cloudbft_t{}", std::process::id());
+    run(
+        19100,
+        &[
+            "--db",
+            "postgres",
+            "--postgres",
+            &server,
+            "--db-prefix",
+            &prefix,
+        ],
+    );
+    // Leave no databases behind.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let mut admin = sqlx::AnyConnection::connect(&format!("{server}/postgres"))
+            .await
+            .expect("PostgreSQL runs (.ci/postgres-up starts one)");
+        for id in 11..=13 {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {prefix}_node_{id}"
+            )))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        }
+    });
+}

@@ -1,0 +1,101 @@
+//! A `cloudbft demo` cluster as a child process, for the cluster-level tests.
+
+#![allow(dead_code)] // Each test binary uses part of it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a cluster may take to start (a cold debug build on two cores starts ~15 processes).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running `cloudbft demo`. Dropping it stops the cluster with SIGINT, as Ctrl-C would.
+pub struct Demo {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub gateway: String,
+}
+
+impl Demo {
+    /// Starts `cloudbft demo --data-dir dir --base-port base --gateway-addr 127.0.0.1:gateway`
+    /// with `extra` arguments and waits for its "ready:" line.
+    pub fn start(dir: &Path, base_port: u16, gateway_port: u16, extra: &[&str]) -> Demo {
+        let gateway = format!("127.0.0.1:{gateway_port}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+            .arg("demo")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--base-port", &base_port.to_string()])
+            .args(["--gateway-addr", &gateway])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("TSS2_LOG", "all+none")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting cloudbft demo");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let ready = line.starts_with("ready:");
+                if tx.send(line).is_err() || ready {
+                    return;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(READY_TIMEOUT) {
+                Ok(line) if line.starts_with("ready:") => break,
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "cloudbft demo did not get ready; it printed {seen:?}; logs in {}",
+                        dir.join("logs").display()
+                    );
+                }
+            }
+        }
+        Demo {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+            gateway,
+        }
+    }
+
+    /// The cluster configuration the demo runs.
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("cluster.toml")
+    }
+
+    /// Stops the cluster as Ctrl-C does and waits for it; panics if it did not stop cleanly.
+    pub fn stop(mut self) {
+        self.interrupt();
+    }
+
+    fn interrupt(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let status = child.wait().expect("waiting for cloudbft demo");
+            assert!(status.success(), "cloudbft demo stopped with {status}");
+        }
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(mut child) = self.child.take() {
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                let _ = child.wait();
+            }
+        } else {
+            self.interrupt();
+        }
+    }
+}
