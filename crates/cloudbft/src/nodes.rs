@@ -116,27 +116,26 @@ impl NodeArgs {
     }
 }
 
-/// A runtime that stops the node on Ctrl-C or SIGTERM.
-fn run_until_signal<F>(
-    node: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> F,
-) -> Result<()>
+/// The future every node stops on: Ctrl-C or SIGTERM.
+pub type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs a node on a new runtime until Ctrl-C or SIGTERM.
+fn run_until_signal<F>(node: impl FnOnce(Stop) -> F) -> Result<()>
 where
     F: std::future::Future<Output = Result<(), node::NodeError>>,
 {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let stop = Box::pin(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("installing a SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        let stop: Stop = Box::pin(async move {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
         });
-        node(stop).await
-    })?;
-    Ok(())
+        Ok::<_, anyhow::Error>(node(stop).await?)
+    })
 }
 
 pub fn primary(args: PrimaryArgs) -> Result<()> {

@@ -2,7 +2,7 @@
 //! primary, two groups of three replicas, three database nodes, the gateway) under concurrent
 //! bank transfers through the client library, on SQLite and on PostgreSQL. Every page comes from
 //! f+1 replicas; money is conserved; every database node ends in the same state; a restarted
-//! cluster continues with the data.
+//! cluster continues with the data. With the soft USIG and with a (software) TPM per machine.
 
 mod common;
 
@@ -134,7 +134,7 @@ fn run(base_port: u16, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let demo = Demo::start(&data, base_port, base_port + 890, extra);
+    let demo = Demo::start(&data, base_port, base_port + 2000, extra);
     runtime.block_on(async {
         let client = driver(&demo).await;
         workload(&client).await;
@@ -149,7 +149,7 @@ fn run(base_port: u16, extra: &[&str]) {
     );
 
     // Started again on the same data, the cluster continues where it stopped.
-    let demo = Demo::start(&data, base_port, base_port + 890, extra);
+    let demo = Demo::start(&data, base_port, base_port + 2000, extra);
     runtime.block_on(async {
         let client = driver(&demo).await;
         assert_eq!(
@@ -179,7 +179,13 @@ fn run(base_port: u16, extra: &[&str]) {
 
 #[test]
 fn bank_cluster_on_sqlite() {
-    run(18100, &[]);
+    run(61100, &[]);
+}
+
+#[test]
+fn bank_cluster_with_tpm_usig() {
+    // A swtpm per simulated machine; a restart is a new TPM epoch for every identity.
+    run(61200, &["--usig", "tpm"]);
 }
 
 #[test]
@@ -189,7 +195,7 @@ fn bank_cluster_on_postgres() {
     let server = server.trim_end_matches("/postgres").to_string();
     let prefix = format!("cloudbft_t{}", std::process::id());
     run(
-        19100,
+        61300,
         &[
             "--db",
             "postgres",

@@ -21,6 +21,10 @@ pub struct Demo {
 impl Demo {
     /// Starts `cloudbft demo --data-dir dir --base-port base --gateway-addr 127.0.0.1:gateway`
     /// with `extra` arguments and waits for its "ready:" line.
+    ///
+    /// Tests run in parallel, so each takes its own ports, above Linux's ephemeral range
+    /// (32768-60999, where outgoing connections get their ports) and swtpm's (10000-32766): a
+    /// base in 61000-61900 (nodes from there, metrics at +1000) and a gateway at base + 2000.
     pub fn start(dir: &Path, base_port: u16, gateway_port: u16, extra: &[&str]) -> Demo {
         let gateway = format!("127.0.0.1:{gateway_port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
