@@ -2,7 +2,7 @@
 //! cluster; prints throughput and latency percentiles and can write them as JSON and an SVG
 //! latency CDF.
 
-use crate::keygen::{DbKind, KeygenArgs, UsigMode};
+use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -20,15 +20,9 @@ use std::time::{Duration, Instant};
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
-    pub f: usize,
-    #[arg(long, default_value_t = 1)]
     pub groups: u32,
-    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
-    pub usig: UsigMode,
-    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
-    pub db: DbKind,
-    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
-    pub postgres: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// "noop" or "bank" (transfers between accounts).
     #[arg(long, default_value = "noop")]
     pub application: String,
@@ -101,25 +95,19 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let partitions = (2 * args.groups).max(2);
     let keygen = KeygenArgs {
         out: dir.clone(),
-        f: args.f,
         groups: args.groups,
         partitions,
-        usig: args.usig,
-        db: args.db,
-        postgres: args.postgres.clone(),
-        db_prefix: "cloudbft_bench".into(),
+        shape: args.shape.clone(),
         base_port: args.base_port,
         clients: 2 * args.clients,
         client_endpoints: 2,
         application: args.application.clone(),
     };
-    if args.db == DbKind::Postgres {
-        bail!("bench creates fresh databases: use --db sqlite, or drop the cloudbft_node_* databases first and pass --db postgres with --data-dir");
-    }
     let (config, _) = prepare(&keygen)?;
+    empty_databases(&config)?;
     let cluster = LocalCluster::start(
         &config,
-        args.usig,
+        args.shape.usig,
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
@@ -136,6 +124,23 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A benchmark starts from empty databases (PostgreSQL ones may survive an earlier run).
+fn empty_databases(config: &std::path::Path) -> Result<()> {
+    let cluster = proto::config::Cluster::load(config)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    for db in &cluster.config.db_nodes {
+        let progress = runtime.block_on(node::dbnode::progress(&cluster, &db.database))?;
+        if progress.highest_order > 0 {
+            bail!(
+                "database node {}'s database holds data of an earlier run: drop the \
+                 <--db-prefix>_node_* databases or pass another --db-prefix",
+                db.id
+            );
+        }
     }
     Ok(())
 }
@@ -266,10 +271,10 @@ async fn drive(
     let operations = histogram.len();
     Ok(Report {
         application: args.application.clone(),
-        f: args.f,
+        f: args.shape.f,
         groups: args.groups,
-        usig: format!("{:?}", args.usig).to_lowercase(),
-        db: format!("{:?}", args.db).to_lowercase(),
+        usig: format!("{:?}", args.shape.usig).to_lowercase(),
+        db: format!("{:?}", args.shape.db).to_lowercase(),
         clients: args.clients,
         max_batch: args.max_batch,
         multi_partition: args.multi_partition,

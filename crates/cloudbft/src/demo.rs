@@ -1,6 +1,6 @@
 //! `cloudbft demo`: a whole local cluster on the embedded defaults, in one command.
 
-use crate::keygen::{DbKind, KeygenArgs, UsigMode};
+use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -11,25 +11,14 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Byzantine faults tolerated per group and among the database nodes.
-    #[arg(long, default_value_t = 1)]
-    pub f: usize,
     /// Number of groups of 2f+1 replicas.
     #[arg(long, default_value_t = 2)]
     pub groups: u32,
     /// Number of partitions (bank branches); default: two per group.
     #[arg(long)]
     pub partitions: Option<u32>,
-    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
-    pub usig: UsigMode,
-    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
-    pub db: DbKind,
-    /// PostgreSQL server for --db postgres (each node gets its own database on it).
-    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
-    pub postgres: String,
-    /// PostgreSQL database names are <prefix>_node_<id>.
-    #[arg(long, default_value = "cloudbft")]
-    pub db_prefix: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Where browsers connect.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub gateway_addr: SocketAddr,
@@ -54,13 +43,9 @@ impl DemoArgs {
     pub fn keygen_args(&self) -> KeygenArgs {
         KeygenArgs {
             out: self.data_dir.clone(),
-            f: self.f,
             groups: self.groups,
             partitions: self.partitions.unwrap_or(2 * self.groups),
-            usig: self.usig,
-            db: self.db,
-            postgres: self.postgres.clone(),
-            db_prefix: self.db_prefix.clone(),
+            shape: self.shape.clone(),
             base_port: self.base_port,
             clients: 64,
             client_endpoints: 2,
@@ -78,7 +63,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     .context("installing the Ctrl-C handler")?;
     let mut cluster = LocalCluster::start(
         &config,
-        args.usig,
+        args.shape.usig,
         restart,
         &LaunchOptions {
             max_batch: args.max_batch,
@@ -94,8 +79,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         c.groups.len(),
         2 * c.f + 1,
         c.db_nodes.len(),
-        args.db,
-        args.usig,
+        args.shape.db,
+        args.shape.usig,
         c.application
     );
     for (name, addr) in cluster.endpoints() {

@@ -37,25 +37,14 @@ pub struct KeygenArgs {
     /// Directory for keys, usigd state and cluster.toml (created).
     #[arg(long)]
     pub out: PathBuf,
-    /// Byzantine faults tolerated per group and among database nodes.
-    #[arg(long, default_value_t = 1)]
-    pub f: usize,
     /// Number of groups of 2f+1 replicas.
     #[arg(long, default_value_t = 2)]
     pub groups: u32,
     /// Number of data partitions (spread over the groups round-robin).
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
-    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
-    pub usig: UsigMode,
-    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
-    pub db: DbKind,
-    /// Base URL of the PostgreSQL server with --db postgres (each node gets its own database).
-    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
-    pub postgres: String,
-    /// PostgreSQL database names are <prefix>_node_<id>.
-    #[arg(long, default_value = "cloudbft")]
-    pub db_prefix: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// First TCP port; nodes listen on consecutive ports from here on 127.0.0.1.
     #[arg(long, default_value_t = 7100)]
     pub base_port: u16,
@@ -69,6 +58,24 @@ pub struct KeygenArgs {
     /// The application: "bank" (accounts by branch) or "noop" (no database work).
     #[arg(long, default_value = "bank")]
     pub application: String,
+}
+
+/// The choices keygen, demo and bench share.
+#[derive(Args, Debug, Clone)]
+pub struct ShapeArgs {
+    /// Byzantine faults tolerated per group and among database nodes.
+    #[arg(long, default_value_t = 1)]
+    pub f: usize,
+    #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
+    pub usig: UsigMode,
+    #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
+    pub db: DbKind,
+    /// Base URL of the PostgreSQL server with --db postgres (each node gets its own database).
+    #[arg(long, default_value = "postgres://cloudbft:cloudbft@127.0.0.1:5432")]
+    pub postgres: String,
+    /// PostgreSQL database names are <prefix>_node_<id>.
+    #[arg(long, default_value = "cloudbft")]
+    pub db_prefix: String,
 }
 
 /// Machine name of the k-th machine (m0 hosts the primary).
@@ -88,17 +95,17 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     let out = &args.out;
     fs::create_dir_all(out.join("keys")).with_context(|| format!("creating {}", out.display()))?;
     fs::create_dir_all(out.join("db")).with_context(|| format!("creating {}", out.display()))?;
-    let n = 2 * args.f + 1;
+    let n = 2 * args.shape.f + 1;
     let mut port = args.base_port;
     let mut next_addr = || {
         port += 1;
         format!("127.0.0.1:{}", port - 1)
     };
     let mut config = ClusterConfig {
-        f: args.f,
+        f: args.shape.f,
         config_epoch: 1,
         partitions: args.partitions,
-        usig: match args.usig {
+        usig: match args.shape.usig {
             UsigMode::Soft => "soft".into(),
             UsigMode::Tpm => "tpm".into(),
         },
@@ -148,7 +155,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             id,
             addr: next_addr(),
             machine: machine(k),
-            database: match args.db {
+            database: match args.shape.db {
                 DbKind::Sqlite => format!(
                     "sqlite:{}?mode=rwc",
                     out.join(format!("db/node-{id}.sqlite")).display()
@@ -156,8 +163,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 DbKind::Postgres => {
                     format!(
                         "{}/{}_node_{id}",
-                        args.postgres.trim_end_matches('/'),
-                        args.db_prefix
+                        args.shape.postgres.trim_end_matches('/'),
+                        args.shape.db_prefix
                     )
                 }
             },
@@ -177,7 +184,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     for (k, identities) in hosted.iter().enumerate() {
         config
             .enrollments
-            .extend(enroll_machine(out, k, identities, args.usig)?);
+            .extend(enroll_machine(out, k, identities, args.shape.usig)?);
     }
     Cluster::new(config.clone()).context("keygen produced an invalid configuration (a bug)")?;
     let path = out.join("cluster.toml");

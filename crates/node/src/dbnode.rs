@@ -4,12 +4,10 @@
 
 use crate::app::AppKind;
 use crate::metrics::{self, Metrics};
-use crate::peers::Peers;
-use crate::{NodeError, NodeOptions};
+use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
 use dbvote::Application;
-use net::metrics::Registry;
 use proto::{Envelope, Message, NodeId};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -97,11 +95,12 @@ async fn run_app<A: Application>(
         me,
         last_seq,
     );
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
+    let Started {
+        metrics,
+        peers,
+        mut inbound,
+    } = options.node.start().await?;
     metrics.highest_order.set(progress.highest_order);
-    metrics::serve(options.node.metrics, registry).await?;
-    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
     let mut running: std::collections::BTreeMap<u64, dbvote::executor::Execution> =
         Default::default();

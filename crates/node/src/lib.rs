@@ -66,10 +66,62 @@ pub struct NodeOptions {
     pub tick: Duration,
 }
 
+/// What every driver starts with: its metrics (already served) and its transport.
+pub(crate) struct Started {
+    pub metrics: Arc<metrics::Metrics>,
+    pub peers: peers::Peers,
+    pub inbound: tokio::sync::mpsc::Receiver<net::Inbound>,
+}
+
 impl NodeOptions {
+    /// Serves the metrics endpoint and binds the node's address.
+    pub(crate) async fn start(&self) -> Result<Started, NodeError> {
+        let mut registry = net::metrics::Registry::default();
+        let metrics = metrics::Metrics::register(&mut registry);
+        metrics::serve(self.metrics, registry).await?;
+        let (peers, inbound) = peers::Peers::bind(&self.cluster, self.id).await?;
+        Ok(Started {
+            metrics,
+            peers,
+            inbound,
+        })
+    }
+
+    /// This node's USIG identity, if it is one of `role`'s nodes.
+    pub(crate) fn usig(&self, role: &[impl HasUsig]) -> Result<::usig::UsigId, NodeError> {
+        role.iter()
+            .find(|n| n.id() == self.id.0)
+            .map(|n| ::usig::UsigId(n.usig()))
+            .ok_or(NodeError::UnknownNode(self.id.0))
+    }
+
     /// Loads this node's signing key, checked against the configuration.
     fn key(&self) -> Result<proto::SigningKey, NodeError> {
         let path = proto::keys::node_key_path(&self.keys, self.id);
         Ok(proto::keys::load(&path, self.cluster.node_key(self.id))?)
+    }
+}
+
+/// A configured node with a USIG identity (primary candidates and replicas).
+pub(crate) trait HasUsig {
+    fn id(&self) -> u32;
+    fn usig(&self) -> u64;
+}
+
+impl HasUsig for proto::config::NodeConfig {
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn usig(&self) -> u64 {
+        self.usig
+    }
+}
+
+impl HasUsig for proto::config::ReplicaConfig {
+    fn id(&self) -> u32 {
+        self.id
+    }
+    fn usig(&self) -> u64 {
+        self.usig
     }
 }

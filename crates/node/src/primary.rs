@@ -5,14 +5,12 @@ use crate::app::AppKind;
 use crate::metrics::{self, Metrics};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
-use crate::{NodeError, NodeOptions};
-use net::metrics::Registry;
+use crate::{NodeError, NodeOptions, Started};
 use primary::core::{Action, PrimaryCore, Rejection};
 use proto::config::Cluster;
 use proto::{Envelope, FetchPrepares, Message, NodeId, View};
 use std::future::Future;
 use std::path::PathBuf;
-use usig::UsigId;
 
 /// At most this many PREPAREs answer one fetch (a replica further behind asks again).
 const MAX_FETCH: u64 = 256;
@@ -34,18 +32,13 @@ pub async fn run(
 ) -> Result<(), NodeError> {
     let cluster = options.node.cluster.clone();
     let me = options.node.id;
-    let usig = cluster
-        .config
-        .primaries
-        .iter()
-        .find(|p| p.id == me.0)
-        .map(|p| UsigId(p.usig))
-        .ok_or(NodeError::UnknownNode(me.0))?;
+    let usig = options.node.usig(&cluster.config.primaries)?;
     let app = AppKind::of(&cluster)?;
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
-    metrics::serve(options.node.metrics, registry).await?;
-    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
+    let Started {
+        metrics,
+        peers,
+        mut inbound,
+    } = options.node.start().await?;
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
     let mut core = PrimaryCore::new(
         cluster.clone(),

@@ -6,10 +6,9 @@ use crate::app::AppKind;
 use crate::metrics::{self, Metrics};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
-use crate::{NodeError, NodeOptions};
+use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
 use group::log::DecisionLog;
-use net::metrics::Registry;
 use proto::config::Cluster;
 use proto::{Envelope, FetchCommits, FetchPrepares, Message, NodeId, Signature};
 use std::collections::BTreeMap;
@@ -17,7 +16,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use usig::UsigId;
 
 /// The replica's settings.
 #[derive(Clone)]
@@ -93,13 +91,7 @@ pub async fn run(
 ) -> Result<(), NodeError> {
     let cluster = options.node.cluster.clone();
     let me = options.node.id;
-    let usig = cluster
-        .config
-        .replicas
-        .iter()
-        .find(|r| r.id == me.0)
-        .map(|r| UsigId(r.usig))
-        .ok_or(NodeError::UnknownNode(me.0))?;
+    let usig = options.node.usig(&cluster.config.replicas)?;
     let app = AppKind::of(&cluster)?;
     let key = options.node.key()?;
     let mut core = ReplicaCore::new(
@@ -110,11 +102,12 @@ pub async fn run(
         me,
     )
     .ok_or(NodeError::UnknownNode(me.0))?;
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
-    metrics::serve(options.node.metrics, registry).await?;
     let (append, mut synced) = start_log(&options.data_dir, cluster.config.config_epoch)?;
-    let (peers, mut inbound) = Peers::bind(&cluster, me).await?;
+    let Started {
+        metrics,
+        peers,
+        mut inbound,
+    } = options.node.start().await?;
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
     let group = core.group();
     let mates: Vec<NodeId> = cluster
