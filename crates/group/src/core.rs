@@ -158,6 +158,12 @@ impl ReplicaCore {
         self.primary_of(self.view)
     }
 
+    /// Agreements not yet decided: zero once the cluster is idle (anything else would be
+    /// fetched again on every retry and kept forever).
+    pub fn open_agreements(&self) -> usize {
+        self.agreements.len()
+    }
+
     /// The group this replica belongs to.
     pub fn group(&self) -> GroupId {
         self.group
@@ -313,6 +319,17 @@ impl ReplicaCore {
                 Ok(more) => actions.extend(more),
                 Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
                 Err(e) => return Err(e),
+            }
+            // A PREPARE we ordered has its agreement already, unless it had no work for our
+            // group or was decided since: a late COMMIT must not start a new agreement that
+            // would never complete (and be fetched again forever).
+            let ordered = self
+                .cluster
+                .usig_of(commit.prepare.primary)
+                .and_then(|p| self.prepares.expected(p))
+                .is_some_and(|(_, next)| counter < next);
+            if ordered && !self.agreements.contains_key(&counter) {
+                continue;
             }
             let agreement = self.agreements.entry(counter).or_insert_with(|| Agreement {
                 digest: prepare_digest,

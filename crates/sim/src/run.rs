@@ -92,6 +92,8 @@ pub struct Outcome {
     /// The pages a correct replica renders from a correct node's results.
     pub correct_pages: BTreeMap<(ClientId, u64), Vec<u8>>,
     pub rejected_messages: u64,
+    /// Undecided agreements left at replicas at the end (after the grace period).
+    pub open_agreements: usize,
     pub time: u64,
 }
 
@@ -635,6 +637,11 @@ impl World {
             correct_pages: correct_pages(&self.clients, correct().next().map(|(_, (_, db))| db)),
             accepted_pages: self.accepted,
             rejected_messages: self.rejected,
+            open_agreements: self
+                .replicas
+                .values()
+                .map(|(r, _)| r.open_agreements())
+                .sum(),
             time: self.now,
         }
     }

@@ -26,6 +26,11 @@ fn check(scenario: &Scenario, o: &Outcome) {
         scenario.seed
     );
     assert!(o.executed_orders as u64 >= scenario.clients * scenario.requests_per_client);
+    assert_eq!(
+        o.open_agreements, 0,
+        "agreements left open at the end (seed {})",
+        scenario.seed
+    );
     for (key, page) in &o.accepted_pages {
         assert_eq!(
             Some(page),
