@@ -119,6 +119,10 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(drive(&args, cluster.cluster.clone(), &dir, partitions))?;
     drop(cluster);
+    if args.data_dir.is_none() {
+        // A temporary cluster is only kept while it runs (its logs help when a run fails).
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     print_report(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)

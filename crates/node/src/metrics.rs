@@ -26,7 +26,7 @@ pub struct Metrics {
     pub received: Family<Kind, Counter>,
     /// Frames or messages dropped, by reason.
     pub rejected: Family<Kind, Counter>,
-    /// Client requests admitted by the primary.
+    /// Client requests the primary accepted (new ones and retransmissions of ordered ones).
     pub requests: Counter,
     /// PREPAREs sent (primary).
     pub batches: Counter,
@@ -81,7 +81,11 @@ impl Metrics {
             m.received.clone(),
         );
         r.register("rejected", "Messages dropped by reason", m.rejected.clone());
-        r.register("requests", "Client requests admitted", m.requests.clone());
+        r.register(
+            "requests",
+            "Client requests accepted (new, or retransmissions of ordered ones)",
+            m.requests.clone(),
+        );
         r.register("batches", "PREPARE batches sent", m.batches.clone());
         r.register("batch_size", "Requests per PREPARE", m.batch_size.clone());
         r.register("warrants", "Unique warrants created", m.warrants.clone());

@@ -33,17 +33,14 @@ pub struct ReplicaOptions {
 /// Decisions written and synced by the log thread: their PREPARE counters and the sync time.
 type Synced = Result<(Vec<u64>, Duration), group::log::LogError>;
 
+/// Records for the log thread: a PREPARE counter and the encoded decision.
+type Appender = std::sync::mpsc::Sender<(u64, Vec<u8>)>;
+
 /// Starts the log thread over the configuration epoch's decision log.
 fn start_log(
     data_dir: &Path,
     epoch: u64,
-) -> Result<
-    (
-        std::sync::mpsc::Sender<(u64, Vec<u8>)>,
-        mpsc::UnboundedReceiver<Synced>,
-    ),
-    NodeError,
-> {
+) -> Result<(Appender, mpsc::UnboundedReceiver<Synced>), NodeError> {
     std::fs::create_dir_all(data_dir).map_err(|source| group::log::LogError::Io {
         path: data_dir.to_path_buf(),
         source,
