@@ -361,7 +361,19 @@ impl<A: Application> Executor<A> {
     /// Safe to call concurrently from many tasks and to cancel: a cancelled call leaves the
     /// database before the operation.
     pub async fn execute(&self, execution: &Execution) -> Result<Outcome, DbError> {
-        let plan = self.plan(execution)?;
+        let mut outcomes = self.execute_batch(std::slice::from_ref(execution)).await?;
+        Ok(outcomes.pop().expect("one outcome per execution"))
+    }
+
+    /// Executes `executions` in this order in **one** database transaction (one commit, one
+    /// fsync), each as [`execute`](Self::execute) would: a later one may follow an earlier one
+    /// on the same partition. All or nothing: an error leaves the database before the batch.
+    /// Returns one outcome per execution.
+    pub async fn execute_batch(&self, executions: &[Execution]) -> Result<Vec<Outcome>, DbError> {
+        let plans = executions
+            .iter()
+            .map(|e| self.plan(e))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut conn = self
             .inner
             .pool
@@ -369,19 +381,21 @@ impl<A: Application> Executor<A> {
             .await
             .map_err(self.sql("acquiring a connection"))?;
 
-        // Without locks first. A partition that is behind now was behind at this moment of
-        // the call (progress only moves forward), and stored results never change, so both
-        // answers hold without taking the partition locks.
-        let rows = self.read_progress(&mut conn, &plan, false).await?;
-        let unlocked = readiness(&rows, &plan);
-        if !matches!(unlocked, Readiness::Ready) {
-            if let Some(outcome) = self.stored_outcome(&mut conn, &plan).await? {
-                return Ok(outcome);
+        // A single execution is looked at without locks first. A partition that is behind now
+        // was behind at this moment of the call (progress only moves forward), and stored
+        // results never change, so both answers hold without taking the partition locks.
+        if let [plan] = plans.as_slice() {
+            let rows = self.read_progress(&mut conn, plan, false).await?;
+            let unlocked = readiness(&rows, plan);
+            if !matches!(unlocked, Readiness::Ready) {
+                if let Some(outcome) = self.stored_outcome(&mut conn, plan).await? {
+                    return Ok(vec![outcome]);
+                }
             }
-        }
-        if let Readiness::Behind(gaps) = unlocked {
-            debug!(order = plan.order, ?gaps, "not ready");
-            return Ok(Outcome::NotReady { gaps });
+            if let Readiness::Behind(gaps) = unlocked {
+                debug!(order = plan.order, ?gaps, "not ready");
+                return Ok(vec![Outcome::NotReady { gaps }]);
+            }
         }
 
         // The writer of this process holds no lock that needs a second connection, so waiting
@@ -391,60 +405,68 @@ impl<A: Application> Executor<A> {
             .begin_with(bk::begin_write(self.inner.backend))
             .await
             .map_err(self.sql("beginning an execution"))?;
-        // Lock first, then look for a stored result: on PostgreSQL a concurrent execution of
-        // the same order may have held the locks, and only statements after the lock see its
-        // commit. When every position is the next one, this order cannot have run at these
-        // positions; that it ran at others shows when its result is stored (primary key).
-        let rows = self.read_progress(&mut tx, &plan, true).await?;
-        let locked = readiness(&rows, &plan);
-        if !matches!(locked, Readiness::Ready) {
-            if let Some(outcome) = self.stored_outcome(&mut tx, &plan).await? {
-                return Ok(outcome);
+        let mut outcomes = Vec::with_capacity(plans.len());
+        for (plan, execution) in plans.iter().zip(executions) {
+            // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
+            // of the same order may have held the locks, and only statements after the lock see
+            // its commit. When every position is the next one, this order cannot have run at
+            // these positions; that it ran at others shows when its result is stored (primary
+            // key).
+            let rows = self.read_progress(&mut tx, plan, true).await?;
+            let locked = readiness(&rows, plan);
+            if !matches!(locked, Readiness::Ready) {
+                if let Some(outcome) = self.stored_outcome(&mut tx, plan).await? {
+                    outcomes.push(outcome);
+                    continue;
+                }
             }
-        }
-        match locked {
-            Readiness::Ready => {}
-            Readiness::Behind(gaps) => return Ok(Outcome::NotReady { gaps }),
-            Readiness::Taken(reason) => {
-                warn!(order = plan.order, %reason, "conflicting execution");
-                return Err(DbError::Conflict {
+            match locked {
+                Readiness::Ready => {}
+                Readiness::Behind(gaps) => {
+                    outcomes.push(Outcome::NotReady { gaps });
+                    continue;
+                }
+                Readiness::Taken(reason) => {
+                    warn!(order = plan.order, %reason, "conflicting execution");
+                    return Err(DbError::Conflict {
+                        order: plan.order,
+                        reason,
+                    });
+                }
+            }
+            let result = self
+                .inner
+                .app
+                .execute(&mut tx, &execution.operation)
+                .await
+                .map_err(|source| DbError::Execute {
                     order: plan.order,
-                    reason,
+                    url: self.inner.url.clone(),
+                    source,
+                })?;
+            self.record(&mut tx, plan).await?;
+            let stored = sqlx::query(bk::INSERT_RESULT)
+                .bind(self.signed(plan.order, plan.order, "order id")?)
+                .bind(plan.positions_bytes.as_slice())
+                .bind(plan.operation_hash.as_slice())
+                .bind(result.as_slice())
+                .execute(&mut *tx)
+                .await;
+            if let Err(source) = stored {
+                // Most likely the order was executed at other positions: say so if it was.
+                let _ = tx.rollback().await;
+                return Err(match self.stored_outcome(&mut conn, plan).await {
+                    Err(conflict @ DbError::Conflict { .. }) => conflict,
+                    _ => (self.sql("storing the result"))(source),
                 });
             }
-        }
-
-        let result = self
-            .inner
-            .app
-            .execute(&mut tx, &execution.operation)
-            .await
-            .map_err(|source| DbError::Execute {
-                order: plan.order,
-                url: self.inner.url.clone(),
-                source,
-            })?;
-        self.record(&mut tx, &plan).await?;
-        let stored = sqlx::query(bk::INSERT_RESULT)
-            .bind(self.signed(plan.order, plan.order, "order id")?)
-            .bind(plan.positions_bytes.as_slice())
-            .bind(plan.operation_hash.as_slice())
-            .bind(result.as_slice())
-            .execute(&mut *tx)
-            .await;
-        if let Err(source) = stored {
-            // Most likely the order was executed at other positions: say so if it was.
-            let _ = tx.rollback().await;
-            return Err(match self.stored_outcome(&mut conn, &plan).await {
-                Err(conflict @ DbError::Conflict { .. }) => conflict,
-                _ => (self.sql("storing the result"))(source),
-            });
+            debug!(order = plan.order, positions = ?plan.positions, "executed");
+            outcomes.push(Outcome::Executed(result));
         }
         tx.commit()
             .await
             .map_err(self.sql("committing an execution"))?;
-        debug!(order = plan.order, positions = ?plan.positions, "executed");
-        Ok(Outcome::Executed(result))
+        Ok(outcomes)
     }
 
     /// Moves every partition of the execution to its position, checking that each was exactly

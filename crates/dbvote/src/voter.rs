@@ -17,8 +17,11 @@ use usig::MessageDigest;
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VoterAction {
-    /// Run (or look up the stored result of) this execution, then call [`VoterCore::executed`].
-    Execute(Execution),
+    /// Run (or look up the stored results of) these executions, in this order, in one database
+    /// transaction, then call [`VoterCore::executed`] for each. A batch is a chain of
+    /// consecutive positions on one partition, or one multi-partition execution alone: batches
+    /// of different partitions run in parallel, and one commit (one fsync) covers a chain.
+    Execute(Vec<Execution>),
     /// Send to every member of the group.
     Reply {
         group: GroupId,
@@ -44,6 +47,9 @@ struct Votes {
     candidates: BTreeMap<MessageDigest, (GroupId, Execution)>,
 }
 
+/// Most executions in one chain (one database transaction).
+const MAX_CHAIN: usize = 64;
+
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
@@ -52,6 +58,8 @@ pub struct VoterCore {
     me: NodeId,
     /// Last executed sequence number per partition.
     last_seq: Vec<u64>,
+    /// Last sequence number released to the executor per partition (at least `last_seq`).
+    released: Vec<u64>,
     votes: BTreeMap<u64, Votes>,
     decided: BTreeMap<u64, (GroupId, Execution)>,
     running: BTreeSet<u64>,
@@ -73,6 +81,7 @@ impl VoterCore {
             rule,
             key,
             me,
+            released: last_seq.clone(),
             last_seq,
             votes: BTreeMap::new(),
             decided: BTreeMap::new(),
@@ -102,7 +111,14 @@ impl VoterCore {
         let mut actions = Vec::new();
         let mut malformed = 0;
         for execution in &commit_db.executions {
-            if !self.well_formed(execution) {
+            let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
+            // An execution another member already sent was checked then (the client signature
+            // check is the costliest step of a vote).
+            let checked = self
+                .votes
+                .get(&execution.order)
+                .is_some_and(|v| v.candidates.contains_key(&digest));
+            if !checked && !self.well_formed(execution) {
                 malformed += 1;
                 continue;
             }
@@ -111,14 +127,13 @@ impl VoterCore {
                 if !self.running.contains(&execution.order) {
                     self.lookups.insert(execution.order, commit_db.group);
                     self.running.insert(execution.order);
-                    actions.push(VoterAction::Execute(execution.clone()));
+                    actions.push(VoterAction::Execute(vec![execution.clone()]));
                 }
                 continue;
             }
             if self.decided.contains_key(&execution.order) {
                 continue;
             }
-            let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
             let votes = self.votes.entry(execution.order).or_default();
             votes.by.entry(commit_db.replica).or_insert(digest);
             votes
@@ -175,23 +190,49 @@ impl VoterCore {
                 .count()
     }
 
-    /// Starts every decided execution whose predecessors on all its partitions have executed.
+    /// Releases, in global order, every decided execution whose predecessors have been
+    /// released: chains of single-partition executions per partition (each chain one batch,
+    /// continued only while nothing earlier of that partition is still running), and a
+    /// multi-partition execution alone once everything before it has executed on every
+    /// partition.
     fn schedule(&mut self) -> Vec<VoterAction> {
         let mut actions = Vec::new();
+        let mut chains: BTreeMap<u32, Vec<Execution>> = BTreeMap::new();
+        let busy = |v: &Self, p: u32| v.released[p as usize] > v.last_seq[p as usize];
+        let mut released = Vec::new();
         for (order, (_, execution)) in &self.decided {
             if self.running.contains(order) {
                 continue;
             }
-            let ready = execution.positions.iter().all(|&(p, s)| {
-                self.last_seq
-                    .get(p as usize)
-                    .is_some_and(|&last| last + 1 == s)
-            });
-            if ready {
-                self.running.insert(*order);
-                actions.push(VoterAction::Execute(execution.clone()));
+            let next =
+                |&(p, s): &(u32, u64)| self.released.get(p as usize).is_some_and(|&r| r + 1 == s);
+            match execution.positions.as_slice() {
+                [position @ (p, _)] => {
+                    let chained = chains.get(p).is_some_and(|c| c.len() < MAX_CHAIN);
+                    if next(position) && (chained || (!busy(self, *p) && !chains.contains_key(p))) {
+                        chains.entry(*p).or_default().push(execution.clone());
+                        self.released[*p as usize] = position.1;
+                        released.push(*order);
+                    }
+                }
+                positions => {
+                    let idle = positions.iter().all(|(p, s)| {
+                        !busy(self, *p)
+                            && !chains.contains_key(p)
+                            && self.last_seq.get(*p as usize).is_some_and(|&l| l + 1 == *s)
+                    });
+                    if idle {
+                        for &(p, s) in positions {
+                            self.released[p as usize] = s;
+                        }
+                        released.push(*order);
+                        actions.push(VoterAction::Execute(vec![execution.clone()]));
+                    }
+                }
             }
         }
+        self.running.extend(released);
+        actions.extend(chains.into_values().map(VoterAction::Execute));
         actions
     }
 

@@ -314,8 +314,21 @@ impl ReplicaCore {
             let commit = d.payload;
             let counter = commit.prepare.ui.counter;
             let prepare_digest = commit.prepare.digest();
-            // The PREPARE may reach us first through this COMMIT (MinBFT).
-            match self.on_prepare(commit.prepare.clone()) {
+            // The PREPARE may reach us first through this COMMIT (MinBFT). Usually we ordered it
+            // already: then skip verifying its warrant again (the costliest step here).
+            let primary_next = self
+                .cluster
+                .usig_of(commit.prepare.primary)
+                .and_then(|p| self.prepares.expected(p));
+            let seen = primary_next.is_some_and(|(epoch, next)| {
+                commit.prepare.ui.epoch == epoch && commit.prepare.ui.counter < next
+            });
+            let ordered_here = if seen {
+                Ok(Vec::new())
+            } else {
+                self.on_prepare(commit.prepare.clone())
+            };
+            match ordered_here {
                 Ok(more) => actions.extend(more),
                 Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
                 Err(e) => return Err(e),

@@ -24,8 +24,11 @@ pub struct DbNodeOptions {
     pub database: Option<String>,
 }
 
-/// An execution finished: its order, and the result or why it must run again.
-type Done = (u64, Result<(Vec<u8>, Duration), String>);
+/// A batch finished: the batch, and each execution's result or why it must all run again.
+type Done = (Batch, Result<(Vec<Vec<u8>>, Duration), String>);
+
+/// Executions to run in order in one database transaction.
+type Batch = Vec<dbvote::executor::Execution>;
 
 /// Runs the database node until `shutdown` completes.
 pub async fn run(
@@ -102,30 +105,31 @@ async fn run_app<A: Application>(
     } = options.node.start().await?;
     metrics.highest_order.set(progress.highest_order);
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
-    let mut running: std::collections::BTreeMap<u64, dbvote::executor::Execution> =
-        Default::default();
     let mut tick = tokio::time::interval(options.node.tick);
     tokio::pin!(shutdown);
     loop {
         let actions = tokio::select! {
             _ = &mut shutdown => break,
             Some(inbound) = inbound.recv() => on_frame(&mut voter, &metrics, &inbound.frame),
-            Some((order, result)) = finished.recv() => match result {
-                Ok((result, took)) => {
-                    running.remove(&order);
-                    metrics.executions.inc();
-                    if order > metrics.highest_order.get() {
-                        metrics.highest_order.set(order);
-                    }
+            Some((batch, result)) = finished.recv() => match result {
+                Ok((results, took)) => {
                     Metrics::observe(&metrics.execution_seconds, took);
-                    voter.executed(order, result)
+                    metrics.batch_size.observe(batch.len() as f64);
+                    let mut actions = Vec::new();
+                    for (execution, result) in batch.iter().zip(results) {
+                        metrics.executions.inc();
+                        if execution.order > metrics.highest_order.get() {
+                            metrics.highest_order.set(execution.order);
+                        }
+                        actions.extend(voter.executed(execution.order, result));
+                    }
+                    actions
                 }
                 Err(why) => {
-                    tracing::warn!(order, %why, "execution failed; retrying");
+                    let orders: Vec<u64> = batch.iter().map(|e| e.order).collect();
+                    tracing::warn!(?orders, %why, "execution failed; retrying");
                     metrics.reject("execution_failed");
-                    if let Some(execution) = running.get(&order) {
-                        spawn_execution(&executor, execution.clone(), &done, RETRY);
-                    }
+                    spawn_batch(&executor, batch, &done, RETRY);
                     Vec::new()
                 }
             },
@@ -136,14 +140,16 @@ async fn run_app<A: Application>(
         };
         for action in actions {
             match action {
-                VoterAction::Execute(e) => {
-                    let execution = dbvote::executor::Execution {
-                        order: e.order,
-                        positions: e.positions,
-                        operation: e.request.operation,
-                    };
-                    spawn_execution(&executor, execution.clone(), &done, Duration::ZERO);
-                    running.insert(e.order, execution);
+                VoterAction::Execute(batch) => {
+                    let batch = batch
+                        .into_iter()
+                        .map(|e| dbvote::executor::Execution {
+                            order: e.order,
+                            positions: e.positions,
+                            operation: e.request.operation,
+                        })
+                        .collect();
+                    spawn_batch(&executor, batch, &done, Duration::ZERO);
                 }
                 VoterAction::Reply { group, reply } => {
                     metrics.replies.inc();
@@ -159,11 +165,11 @@ async fn run_app<A: Application>(
     Ok(())
 }
 
-/// Runs one execution on its own task (after `delay`); the executor runs it exactly once and
-/// in order, so a retry or a repeat only looks up the stored result.
-fn spawn_execution<A: Application>(
+/// Runs one batch on its own task (after `delay`), in one transaction; the executor runs each
+/// execution exactly once and in order, so a retry or a repeat only looks up stored results.
+fn spawn_batch<A: Application>(
     executor: &Executor<A>,
-    execution: dbvote::executor::Execution,
+    batch: Batch,
     done: &mpsc::UnboundedSender<Done>,
     delay: Duration,
 ) {
@@ -172,15 +178,21 @@ fn spawn_execution<A: Application>(
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
         let started = Instant::now();
-        let result = match executor.execute(&execution).await {
-            Ok(Outcome::Executed(r) | Outcome::AlreadyExecuted(r)) => Ok((r, started.elapsed())),
-            Ok(Outcome::NotReady { gaps }) => Err(format!(
-                "predecessors not executed yet ({gaps:?}): the voter and the database disagree \
-                 on progress"
-            )),
+        let result = match executor.execute_batch(&batch).await {
+            Ok(outcomes) => outcomes
+                .into_iter()
+                .map(|outcome| match outcome {
+                    Outcome::Executed(r) | Outcome::AlreadyExecuted(r) => Ok(r),
+                    Outcome::NotReady { gaps } => Err(format!(
+                        "predecessors not executed yet ({gaps:?}): the voter and the database \
+                         disagree on progress"
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(|results| (results, started.elapsed())),
             Err(e) => Err(e.to_string()),
         };
-        let _ = done.send((execution.order, result));
+        let _ = done.send((batch, result));
     });
 }
 

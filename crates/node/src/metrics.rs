@@ -87,7 +87,11 @@ impl Metrics {
             m.requests.clone(),
         );
         r.register("batches", "PREPARE batches sent", m.batches.clone());
-        r.register("batch_size", "Requests per PREPARE", m.batch_size.clone());
+        r.register(
+            "batch_size",
+            "Requests per PREPARE (primary) or executions per transaction (database node)",
+            m.batch_size.clone(),
+        );
         r.register("warrants", "Unique warrants created", m.warrants.clone());
         r.register(
             "warrant_seconds",
@@ -103,7 +107,7 @@ impl Metrics {
         r.register("executions", "Operations executed", m.executions.clone());
         r.register(
             "execution_seconds",
-            "Time per database execution",
+            "Time per database transaction (a batch of executions)",
             m.execution_seconds.clone(),
         );
         r.register(

@@ -528,12 +528,14 @@ impl World {
         let mut queue: std::collections::VecDeque<VoterAction> = actions.into();
         while let Some(action) = queue.pop_front() {
             match action {
-                VoterAction::Execute(e) => {
+                VoterAction::Execute(batch) => {
                     let Some((voter, db)) = self.voters.get_mut(&id) else {
                         return;
                     };
-                    let result = db.execute(&e);
-                    queue.extend(voter.executed(e.order, result));
+                    for e in batch {
+                        let result = db.execute(&e);
+                        queue.extend(voter.executed(e.order, result));
+                    }
                 }
                 VoterAction::Reply { group, mut reply } => {
                     if self.faulty(Fault::WrongResult(id)) {

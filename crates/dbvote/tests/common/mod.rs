@@ -32,6 +32,7 @@ macro_rules! every_scenario {
             dropped_mid_stream_resumes,
             interleavings_reach_identical_state,
             refuses_foreign_database,
+            batches_chain_and_are_atomic,
         );
     };
 }

@@ -598,3 +598,46 @@ async fn child(url: &str) {
     run_concurrently(&exec, &kill_workload(), |order| println!("acked {order}")).await;
     exec.close().await;
 }
+
+/// A batch runs a chain of positions on one partition in one transaction, a repeat returns the
+/// stored results, and a batch with a conflicting execution leaves nothing of itself.
+pub async fn batches_chain_and_are_atomic(kind: Kind) {
+    let db = fresh(kind).await;
+    let exec = open(&db, 2).await;
+    let chain = [
+        single(1, 0, 1, &open_op(0, 0, 100)),
+        single(2, 0, 2, &deposit_op(0, 0, 5)),
+        single(3, 0, 3, &deposit_op(0, 0, 7)),
+    ];
+    let outcomes = exec.execute_batch(&chain).await.unwrap();
+    let balances: Vec<BankResult> = outcomes.iter().cloned().map(executed).collect();
+    let ok = |balance_cents| BankResult::Ok { balance_cents };
+    assert_eq!(balances, vec![ok(100), ok(105), ok(112)]);
+    assert_eq!(exec.progress().await.unwrap().last_seq(0), Some(3));
+    let repeated = exec.execute_batch(&chain).await.unwrap();
+    for (first, again) in outcomes.into_iter().zip(repeated) {
+        let Outcome::Executed(bytes) = first else {
+            unreachable!()
+        };
+        assert_eq!(again, Outcome::AlreadyExecuted(bytes));
+    }
+
+    let digest = exec.digest().await.unwrap();
+    let progress = exec.progress().await.unwrap();
+    let half_bad = [
+        single(4, 0, 4, &deposit_op(0, 0, 1)),
+        // Order 1 again at another position: a conflict.
+        single(1, 0, 5, &open_op(0, 0, 100)),
+    ];
+    match exec.execute_batch(&half_bad).await {
+        Err(DbError::Conflict { order: 1, .. }) => {}
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(
+        exec.digest().await.unwrap(),
+        digest,
+        "the batch left writes"
+    );
+    assert_eq!(exec.progress().await.unwrap(), progress);
+    exec.close().await;
+}
