@@ -8,7 +8,7 @@ use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
 use dbvote::Application;
-use proto::{Envelope, Message, NodeId};
+use proto::{Message, NodeId};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -197,15 +197,9 @@ fn spawn_batch<A: Application>(
 }
 
 fn on_frame(voter: &mut VoterCore, metrics: &Metrics, frame: &[u8]) -> Vec<VoterAction> {
-    let message = match Envelope::decode(frame) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::debug!(error = %e, "undecodable frame");
-            metrics.reject("malformed");
-            return Vec::new();
-        }
+    let Some(message) = metrics.decode(frame) else {
+        return Vec::new();
     };
-    metrics.received(metrics::kind(&message));
     let Message::CommitDb(commit_db) = message else {
         metrics.reject(format!("unexpected_{}", metrics::kind(&message)));
         return Vec::new();

@@ -147,6 +147,22 @@ impl Metrics {
             .get()
     }
 
+    /// Decodes an inbound frame and counts it by kind; an undecodable one is counted as
+    /// `malformed` and dropped.
+    pub fn decode(&self, frame: &[u8]) -> Option<proto::Message> {
+        match proto::Envelope::decode(frame) {
+            Ok(message) => {
+                self.received(kind(&message));
+                Some(message)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "undecodable frame");
+                self.reject("malformed");
+                None
+            }
+        }
+    }
+
     pub fn observe(histogram: &Histogram, elapsed: Duration) {
         histogram.observe(elapsed.as_secs_f64());
     }

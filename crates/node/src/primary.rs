@@ -8,7 +8,7 @@ use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
 use primary::core::{Action, PrimaryCore, Rejection};
 use proto::config::Cluster;
-use proto::{Envelope, FetchPrepares, Message, NodeId, View};
+use proto::{FetchPrepares, Message, NodeId, View};
 use std::future::Future;
 use std::path::PathBuf;
 
@@ -100,15 +100,9 @@ fn on_frame(
     metrics: &Metrics,
     frame: &[u8],
 ) -> Vec<Action> {
-    let message = match Envelope::decode(frame) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::debug!(error = %e, "undecodable frame");
-            metrics.reject("malformed");
-            return Vec::new();
-        }
+    let Some(message) = metrics.decode(frame) else {
+        return Vec::new();
     };
-    metrics.received(metrics::kind(&message));
     match message {
         Message::Request(request) => match core.on_request(request) {
             Ok(actions) => {

@@ -10,7 +10,7 @@ use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
 use group::log::DecisionLog;
 use proto::config::Cluster;
-use proto::{Envelope, FetchCommits, FetchPrepares, Message, NodeId, Signature};
+use proto::{FetchCommits, FetchPrepares, Message, NodeId, Signature};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -257,15 +257,9 @@ fn on_frame(
     metrics: &Metrics,
     frame: &[u8],
 ) -> Vec<Action> {
-    let message = match Envelope::decode(frame) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::debug!(error = %e, "undecodable frame");
-            metrics.reject("malformed");
-            return Vec::new();
-        }
+    let Some(message) = metrics.decode(frame) else {
+        return Vec::new();
     };
-    metrics.received(metrics::kind(&message));
     let result = match message {
         Message::Prepare(p) => core.on_prepare(p),
         Message::Commit(c) => core.on_commit(c),
