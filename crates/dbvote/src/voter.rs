@@ -266,3 +266,94 @@ impl VoterCore {
                 .is_some_and(|k| request.verify(k))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::testing::{node_key, request, BytesArePartitions, TestCluster};
+
+    /// Group 0 of a one-group cluster with two partitions; database node 11 votes.
+    fn voter() -> VoterCore {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+        VoterCore::new(
+            cluster,
+            Arc::new(BytesArePartitions),
+            node_key(NodeId(11)),
+            NodeId(11),
+            vec![0, 0],
+        )
+    }
+
+    /// Executions as f+1 = 2 members of group 0 send them.
+    fn decide(voter: &mut VoterCore, executions: &[Execution]) -> Vec<VoterAction> {
+        let mut actions = Vec::new();
+        for replica in [101, 102] {
+            let commit_db = CommitDb {
+                config_epoch: voter.cluster.epoch(),
+                group: GroupId(0),
+                replica: NodeId(replica),
+                executions: executions.to_vec(),
+                signature: Signature([0; 64]),
+            }
+            .sign(&node_key(NodeId(replica)));
+            let (more, malformed) = voter.on_commit_db(&commit_db).unwrap();
+            assert_eq!(malformed, 0);
+            actions.extend(more);
+        }
+        actions
+    }
+
+    fn execution(order: u64, positions: &[(u32, u64)], partitions: &[u8]) -> Execution {
+        Execution {
+            order,
+            positions: positions.to_vec(),
+            request: request((order - 1) % 4 + 1, order, partitions),
+        }
+    }
+
+    fn batches(actions: &[VoterAction]) -> Vec<Vec<u64>> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                VoterAction::Execute(batch) => Some(batch.iter().map(|e| e.order).collect()),
+                VoterAction::Reply { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consecutive_positions_form_one_batch_per_partition_and_multi_partition_waits() {
+        let mut v = voter();
+        let decided = [
+            execution(1, &[(0, 1)], &[0]),
+            execution(2, &[(1, 1)], &[1]),
+            execution(3, &[(0, 2)], &[0]),
+            execution(4, &[(0, 3), (1, 2)], &[0, 1]),
+            execution(5, &[(1, 3)], &[1]),
+        ];
+        let actions = decide(&mut v, &decided);
+        // One chain per partition; the multi-partition order waits for both.
+        assert_eq!(batches(&actions), vec![vec![1, 3], vec![2]]);
+        assert!(batches(&v.executed(1, vec![])).is_empty());
+        assert!(
+            batches(&v.executed(2, vec![])).is_empty(),
+            "partition 0 still runs"
+        );
+        // Everything before it done: the multi-partition order runs alone.
+        assert_eq!(batches(&v.executed(3, vec![])), vec![vec![4]]);
+        assert_eq!(batches(&v.executed(4, vec![])), vec![vec![5]]);
+    }
+
+    #[test]
+    fn a_chain_does_not_grow_while_its_partition_runs_an_earlier_batch() {
+        let mut v = voter();
+        assert_eq!(
+            batches(&decide(&mut v, &[execution(1, &[(0, 1)], &[0])])),
+            vec![vec![1]]
+        );
+        // Decided while order 1 runs: waits, then forms the next batch.
+        let later = [execution(2, &[(0, 2)], &[0]), execution(3, &[(0, 3)], &[0])];
+        assert!(batches(&decide(&mut v, &later)).is_empty());
+        assert_eq!(batches(&v.executed(1, vec![])), vec![vec![2, 3]]);
+    }
+}
