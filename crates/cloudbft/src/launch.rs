@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use proto::config::{Cluster, ClusterConfig, EpochStart};
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -206,7 +207,19 @@ impl LocalCluster {
             .open(&log)
             .with_context(|| format!("opening {}", log.display()))?;
         let exe = std::env::current_exe()?;
-        let child = Command::new(exe)
+        // Each child in its own process group: a Ctrl-C in the terminal reaches only the
+        // launcher, which then stops the children in order (gateway, drain, nodes, usigd).
+        // If the launcher itself dies (SIGKILL), the kernel sends the children SIGTERM.
+        let mut command = Command::new(exe);
+        // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = command
+            .process_group(0)
             .args(args)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -257,8 +270,14 @@ impl LocalCluster {
             .collect();
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         let mut last = None;
+        let mut unreachable = 0;
         while Instant::now() < deadline {
             let orders: Option<Vec<u64>> = dbs.iter().map(|&a| highest_order(a)).collect();
+            unreachable = if orders.is_some() { 0 } else { unreachable + 1 };
+            if unreachable == 3 {
+                tracing::warn!("a database node's metrics endpoint does not answer: not waiting");
+                return;
+            }
             match orders {
                 Some(o) if o.windows(2).all(|w| w[0] == w[1]) && last.as_ref() == Some(&o) => {
                     return
