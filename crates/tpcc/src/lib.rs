@@ -1,0 +1,19 @@
+//! TPC-C (the paper's evaluation workload and the demo's application) on the database nodes.
+//!
+//! This crate holds the parts that do not depend on the ordering layer: the [`schema`] with the
+//! specification's table and column names, the deterministic [`random`] generator and its
+//! specification helpers, the [`load`]er that gives every database node byte-identical initial
+//! data for a seed, and the twelve consistency conditions in [`check`].
+//!
+//! Everything goes through sqlx's `Any` driver so that one code path runs on SQLite and on
+//! PostgreSQL: only `BIGINT` and `TEXT` columns, `$N` placeholders, money and rates in integer
+//! fixed point (see [`schema`]).
+
+pub mod check;
+pub mod load;
+pub mod random;
+pub mod schema;
+
+pub use check::{check, CheckError, CheckResult};
+pub use load::{load, LoadError, ScaleConfig};
+pub use random::{NuRandConstants, TpccRng};
