@@ -2,8 +2,8 @@
 //!
 //! This crate holds the parts that do not depend on the ordering layer: the [`schema`] with the
 //! specification's table and column names, the deterministic [`random`] generator and its
-//! specification helpers, the [`load`]er that gives every database node byte-identical initial
-//! data for a seed, and the twelve consistency conditions in [`check`].
+//! specification helpers, the [loader](mod@load) that gives every database node byte-identical initial
+//! data for a seed, and the twelve consistency conditions in [`mod@check`].
 //!
 //! Everything goes through sqlx's `Any` driver so that one code path runs on SQLite and on
 //! PostgreSQL: only `BIGINT` and `TEXT` columns, `$N` placeholders, money and rates in integer

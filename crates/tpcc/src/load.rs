@@ -67,7 +67,7 @@ impl ScaleConfig {
     }
 
     /// The initial `d_ytd` in cents: the sum of the district's history rows (10.00 per
-    /// customer), which conditions 9 requires; 30,000.00 at the standard scale.
+    /// customer), which condition 9 requires; 30,000.00 at the standard scale.
     pub fn district_ytd(&self) -> i64 {
         self.customers_per_district.saturating_mul(HISTORY_AMOUNT)
     }
