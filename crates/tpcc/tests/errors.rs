@@ -105,28 +105,3 @@ async fn loading_twice_is_refused() {
         "{err:?}"
     );
 }
-
-/// One warehouse at the specification's scale, with its consistency checks: run with
-/// `cargo test -p cloudbft-tpcc --test errors -- --ignored --nocapture` to time the loader.
-#[tokio::test]
-#[ignore = "loads ~600,000 rows; for timing"]
-async fn standard_warehouse_loads_and_is_consistent() {
-    for kind in [Kind::Sqlite, Kind::Postgres] {
-        let db = fresh(kind).await;
-        let mut conn = db.connect().await;
-        let started = std::time::Instant::now();
-        let mut rows = 0;
-        load(&mut conn, &ScaleConfig::standard(), 1, 1, |n| rows = n)
-            .await
-            .unwrap();
-        let loaded = started.elapsed();
-        let results = check(&mut conn, ScaleConfig::standard().delivered_per_district())
-            .await
-            .unwrap();
-        println!(
-            "{kind:?}: {rows} rows loaded in {loaded:?}, checked in {:?}",
-            started.elapsed() - loaded
-        );
-        assert!(results.iter().all(|r| r.passed), "{results:?}");
-    }
-}
