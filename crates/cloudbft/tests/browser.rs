@@ -87,6 +87,7 @@ fn value_of(tab: &Tab, id: &str) -> Option<String> {
 /// Loads the index, types `fields` into form `form` as a person would (click, then keys), submits
 /// it with its button and returns the text of the agreed page's `#result`.
 fn submit(tab: &Tab, index: &str, form: &str, fields: &[(&str, &str)]) -> String {
+    let started = Instant::now();
     tab.navigate_to(index)
         .and_then(Tab::wait_until_navigated)
         .unwrap_or_else(|e| panic!("loading {index}: {e:#}"));
@@ -110,9 +111,12 @@ fn submit(tab: &Tab, index: &str, form: &str, fields: &[(&str, &str)]) -> String
         .and_then(|b| b.click().map(|_| ()))
         .unwrap_or_else(|e| panic!("clicking {button}: {e:#}; page {}", describe(tab)));
     // The index has no #result: it appears once the gateway returns the agreed page.
-    wait_for(tab, &format!("#result after submitting {form}"), || {
+    let result = wait_for(tab, &format!("#result after submitting {form}"), || {
         text_of(tab, "#result")
-    })
+    });
+    // Each DevTools call takes up to 100 ms (headless_chrome's socket polls), so typing is slow.
+    eprintln!("{form}: {result:?} after {:?}", started.elapsed());
+    result
 }
 
 #[test]
