@@ -7,6 +7,7 @@ mod keygen;
 mod launch;
 mod nodes;
 mod report;
+mod tpcc_cmd;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +39,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
     Gateway(gateway_cmd::GatewayArgs),
+    /// TPC-C data: load a database, check its consistency conditions.
+    Tpcc(tpcc_cmd::TpccArgs),
     /// Run the primary: orders requests with unique warrants and routes them to groups.
     Primary(nodes::PrimaryArgs),
     /// Run a group replica: agrees on PREPAREs, logs decisions, renders pages, replies.
@@ -60,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::demo(args),
         Command::Bench(args) => bench::bench(args),
         Command::Gateway(args) => gateway_cmd::gateway(args),
+        Command::Tpcc(args) => tpcc_cmd::tpcc(args),
         Command::Primary(args) => nodes::primary(args),
         Command::Replica(args) => nodes::replica(args),
         Command::Dbnode(args) => nodes::dbnode(args),
