@@ -27,6 +27,7 @@ pub mod digest;
 pub mod error;
 pub mod executor;
 pub mod noop;
+pub mod testing;
 pub mod voter;
 
 pub use app::{AppRule, Application, Backend, PartitionId};
