@@ -55,11 +55,7 @@ pub fn gateway(args: GatewayArgs) -> Result<()> {
         let client = ClientEndpoint::open(cluster, &keys, &endpoint, options).await?;
         let gateway = Gateway::serve(args.listen, client, Arc::new(registry)).await?;
         eprintln!("gateway at http://{}/", gateway.local_addr());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        crate::nodes::stop_signal()?.await;
         gateway.shutdown().await;
         Ok(())
     })

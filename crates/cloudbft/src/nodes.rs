@@ -119,23 +119,25 @@ impl NodeArgs {
 /// The future every node stops on: Ctrl-C or SIGTERM.
 pub type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// Completes on Ctrl-C or SIGTERM (call inside a runtime).
+pub fn stop_signal() -> Result<Stop> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    Ok(Box::pin(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }))
+}
+
 /// Runs a node on a new runtime until Ctrl-C or SIGTERM.
 fn run_until_signal<F>(node: impl FnOnce(Stop) -> F) -> Result<()>
 where
     F: std::future::Future<Output = Result<(), node::NodeError>>,
 {
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        let stop: Stop = Box::pin(async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        });
-        Ok::<_, anyhow::Error>(node(stop).await?)
-    })
+    runtime.block_on(async { Ok(node(stop_signal()?).await?) })
 }
 
 pub fn primary(args: PrimaryArgs) -> Result<()> {

@@ -39,7 +39,7 @@ pub async fn run(
         peers,
         mut inbound,
     } = options.node.start().await?;
-    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
+    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let mut core = PrimaryCore::new(
         cluster.clone(),
         app.rule(),
@@ -62,15 +62,7 @@ pub async fn run(
             Some(inbound) = inbound.recv() => {
                 on_frame(&mut core, &cluster, &peers, &metrics, &inbound.frame)
             }
-            Some(result) = warranted.recv() => {
-                let (ui, took) = result.map_err(|source| NodeError::Usig {
-                    socket: options.usig_socket.display().to_string(),
-                    source,
-                })?;
-                metrics.warrants.inc();
-                Metrics::observe(&metrics.warrant_seconds, took);
-                core.warranted(ui)
-            }
+            Some(result) = warranted.recv() => core.warranted(result?),
             _ = tick.tick() => {
                 core.on_tick();
                 metrics.transport.update(peers.transport());

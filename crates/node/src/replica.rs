@@ -95,7 +95,7 @@ pub async fn run(
         cluster.clone(),
         app.rule(),
         app.renderer(),
-        options.node.key()?,
+        proto::SigningKey::from_seed(*key.seed()),
         me,
     )
     .ok_or(NodeError::UnknownNode(me.0))?;
@@ -105,7 +105,7 @@ pub async fn run(
         peers,
         mut inbound,
     } = options.node.start().await?;
-    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig)?;
+    let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let group = core.group();
     let mates: Vec<NodeId> = cluster
         .members(group)
@@ -129,15 +129,7 @@ pub async fn run(
             Some(inbound) = inbound.recv() => {
                 on_frame(&mut core, &cluster, &metrics, &inbound.frame)
             }
-            Some(result) = warranted.recv() => {
-                let (ui, took) = result.map_err(|source| NodeError::Usig {
-                    socket: options.usig_socket.display().to_string(),
-                    source,
-                })?;
-                metrics.warrants.inc();
-                Metrics::observe(&metrics.warrant_seconds, took);
-                core.warranted(ui)
-            }
+            Some(result) = warranted.recv() => core.warranted(result?),
             Some(result) = synced.recv() => {
                 let (counters, took) = result?;
                 Metrics::observe(&metrics.persist_seconds, took);

@@ -2,15 +2,17 @@
 //! milliseconds and must not stall the event loop. The cores keep at most one warrant request
 //! in flight, so one thread is enough and warrants come back in request order.
 
+use crate::metrics::Metrics;
 use crate::NodeError;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::mpsc;
 use usig::daemon::client::UsigdClient;
 use usig::{UniqueWarrant, UsigError, UsigId};
 
-/// A warrant and how long the USIG took for it.
-pub type Warranted = Result<(UniqueWarrant, Duration), UsigError>;
+/// A warrant, or why the USIG failed (the node cannot go on without it).
+pub type Warranted = Result<UniqueWarrant, NodeError>;
 
 /// Sends messages to warrant to the USIG thread.
 pub struct UsigWorker {
@@ -18,11 +20,12 @@ pub struct UsigWorker {
 }
 
 impl UsigWorker {
-    /// Connects to usigd at `socket` for `identity`, and starts the thread. Results arrive on
-    /// the returned receiver.
+    /// Connects to usigd at `socket` for `identity`, and starts the thread, which counts each
+    /// warrant and its time in `metrics`. Results arrive on the returned receiver.
     pub fn start(
         socket: &Path,
         identity: UsigId,
+        metrics: Arc<Metrics>,
     ) -> Result<(UsigWorker, mpsc::UnboundedReceiver<Warranted>), NodeError> {
         let mut client =
             UsigdClient::connect(socket, identity).map_err(|source| NodeError::Usig {
@@ -31,13 +34,22 @@ impl UsigWorker {
             })?;
         let (requests, incoming) = std::sync::mpsc::channel::<Vec<u8>>();
         let (results, warranted) = mpsc::unbounded_channel();
+        let shown = socket.display().to_string();
         std::thread::Builder::new()
             .name(format!("usig-{}", identity.0))
             .spawn(move || {
                 while let Ok(bytes) = incoming.recv() {
                     let started = Instant::now();
-                    let result = usig::Usig::create_ui(&mut client, &bytes)
-                        .map(|ui| (ui, started.elapsed()));
+                    let result = usig::Usig::create_ui(&mut client, &bytes).map_err(|source| {
+                        NodeError::Usig {
+                            socket: shown.clone(),
+                            source,
+                        }
+                    });
+                    if result.is_ok() {
+                        metrics.warrants.inc();
+                        Metrics::observe(&metrics.warrant_seconds, started.elapsed());
+                    }
                     if results.send(result).is_err() {
                         return;
                     }
