@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 
 use crate::app::{Application, Backend, PartitionId};
+use crate::canonical::{decode_exact, encode};
 use crate::error::{AppError, ExecError};
 
 /// An account id: `(branch, number)`; the branch is the partition.
@@ -112,30 +113,6 @@ impl BankResult {
     /// Decodes result bytes (as returned by the executor).
     pub fn decode(bytes: &[u8]) -> Result<BankResult, AppError> {
         decode_exact(Bank::NAME, bytes)
-    }
-}
-
-/// The canonical postcard bytes of an operation or result.
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    // Serialising enums of integers into a growable vector cannot fail.
-    postcard::to_stdvec(value).unwrap_or_default()
-}
-
-/// Decodes postcard bytes of application `app`, rejecting trailing bytes so that a value has
-/// one encoding.
-pub(crate) fn decode_exact<'a, T: Deserialize<'a>>(
-    app: &'static str,
-    bytes: &'a [u8],
-) -> Result<T, AppError> {
-    let malformed = |reason: String| AppError::Malformed {
-        app,
-        len: bytes.len(),
-        reason,
-    };
-    match postcard::take_from_bytes(bytes) {
-        Ok((value, [])) => Ok(value),
-        Ok((_, rest)) => Err(malformed(format!("{} trailing bytes", rest.len()))),
-        Err(e) => Err(malformed(e.to_string())),
     }
 }
 

@@ -15,6 +15,7 @@
 //!
 //! - [`app`]: the [`Application`] trait for deterministic transaction programs, and [`Backend`];
 //! - [`bank`]: a small built-in bank application, partitioned by branch;
+//! - [`canonical`]: the one encoding of operations and results;
 //! - [`noop`]: operations that do no application work, to measure the protocol alone;
 //! - [`executor`]: [`Executor`] over SQLite (embedded default, WAL) or PostgreSQL, via sqlx;
 //! - [`digest`]: the state digest that must be identical on every correct node;
@@ -23,6 +24,7 @@
 pub mod app;
 pub mod bank;
 mod bookkeeping;
+pub mod canonical;
 pub mod digest;
 pub mod error;
 pub mod executor;

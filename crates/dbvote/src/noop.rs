@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 
 use crate::app::{Application, Backend, PartitionId};
-use crate::bank::{decode_exact, encode};
+use crate::canonical::{decode_exact, encode};
 use crate::error::{AppError, ExecError};
 
 /// A no-op operation.

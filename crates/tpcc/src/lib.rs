@@ -13,6 +13,7 @@ pub mod check;
 pub mod load;
 pub mod random;
 pub mod schema;
+pub mod txn;
 
 pub use check::{check, CheckError, CheckResult};
 pub use load::{load, LoadError, ScaleConfig};

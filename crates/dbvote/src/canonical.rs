@@ -1,0 +1,30 @@
+//! The canonical encoding of application operations and results: postcard over serde, with
+//! trailing bytes refused, so that a value has exactly one encoding and correct nodes compare
+//! results byte for byte.
+
+use crate::error::AppError;
+use serde::{Deserialize, Serialize};
+
+/// The canonical postcard bytes of an operation or result.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serialising enums of integers into a growable vector cannot fail.
+    postcard::to_stdvec(value).unwrap_or_default()
+}
+
+/// Decodes postcard bytes of application `app`, rejecting trailing bytes so that a value has
+/// one encoding.
+pub fn decode_exact<'a, T: Deserialize<'a>>(
+    app: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, AppError> {
+    let malformed = |reason: String| AppError::Malformed {
+        app,
+        len: bytes.len(),
+        reason,
+    };
+    match postcard::take_from_bytes(bytes) {
+        Ok((value, [])) => Ok(value),
+        Ok((_, rest)) => Err(malformed(format!("{} trailing bytes", rest.len()))),
+        Err(e) => Err(malformed(e.to_string())),
+    }
+}
