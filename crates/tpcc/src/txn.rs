@@ -349,7 +349,7 @@ pub enum TpccResult {
         c_last: String,
         c_credit: String,
     },
-    Payment(PaymentResult),
+    Payment(Box<PaymentResult>),
     OrderStatus(OrderStatusResult),
     Delivery(DeliveryResult),
     StockLevel(StockLevelResult),
