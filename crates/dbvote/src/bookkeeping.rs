@@ -85,6 +85,9 @@ pub(crate) fn begin_write(backend: Backend) -> &'static str {
     }
 }
 
+/// The progress table and its key, as the [state digest](crate::digest) covers it.
+pub(crate) const PROGRESS_TABLE: (&str, &str) = ("cloudbft_progress", "partition_id");
+
 /// The statement that opens a consistent read-only snapshot (for the digest).
 pub(crate) fn begin_snapshot(backend: Backend) -> &'static str {
     match backend {

@@ -28,6 +28,34 @@ use ring::digest::{Context, SHA256};
 use sqlx::any::AnyTypeInfoKind;
 use sqlx::{AnyConnection, AssertSqlSafe, Column, Row, ValueRef};
 
+/// The digest [`Executor::digest`](crate::Executor::digest) computes, from a plain connection
+/// to a database node's database: for tools that compare nodes without opening the database as
+/// an executor (which writes). `app_tables` are the application's
+/// [state tables](crate::Application::state_tables); the executor's progress table is included
+/// when the database has one.
+pub async fn of_database(
+    conn: &mut AnyConnection,
+    app_tables: &[(&'static str, &'static str)],
+) -> Result<[u8; 32], sqlx::Error> {
+    use sqlx::Connection;
+    let backend = crate::Backend::of(conn).unwrap_or(crate::Backend::Sqlite);
+    // Probed outside the snapshot: a failed statement would abort a PostgreSQL transaction.
+    let has_progress = sqlx::query("SELECT 1 FROM cloudbft_progress LIMIT 1")
+        .fetch_optional(&mut *conn)
+        .await
+        .is_ok();
+    let mut tables = app_tables.to_vec();
+    if has_progress {
+        tables.push(crate::bookkeeping::PROGRESS_TABLE);
+    }
+    let mut tx = conn
+        .begin_with(crate::bookkeeping::begin_snapshot(backend))
+        .await?;
+    let digest = state_digest(&mut tx, &tables).await?;
+    tx.rollback().await?;
+    Ok(digest)
+}
+
 /// Hashes the given tables (name and `ORDER BY` clause) through `conn`, which should be inside
 /// a snapshot transaction.
 pub(crate) async fn state_digest(

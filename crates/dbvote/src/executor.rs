@@ -507,7 +507,7 @@ impl<A: Application> Executor<A> {
             )
             .await?;
         let mut tables = self.inner.app.state_tables();
-        tables.push(("cloudbft_progress", "partition_id"));
+        tables.push(bk::PROGRESS_TABLE);
         let digest = crate::digest::state_digest(&mut tx, &tables)
             .await
             .map_err(self.sql("reading the state for the digest"))?;

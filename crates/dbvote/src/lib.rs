@@ -19,6 +19,8 @@
 //! - [`noop`]: operations that do no application work, to measure the protocol alone;
 //! - [`executor`]: [`Executor`] over SQLite (embedded default, WAL) or PostgreSQL, via sqlx;
 //! - [`digest`]: the state digest that must be identical on every correct node;
+//! - [`unreplicated`]: the same executor behind a local sequencer, the baseline benchmarks
+//!   compare the replicated system with;
 //! - [`error`]: what can go wrong, and what to do about it.
 
 pub mod app;
@@ -30,6 +32,7 @@ pub mod error;
 pub mod executor;
 pub mod noop;
 pub mod testing;
+pub mod unreplicated;
 pub mod voter;
 
 pub use app::{AppRule, Application, Backend, PartitionId};
