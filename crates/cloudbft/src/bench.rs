@@ -83,6 +83,28 @@ pub struct Percentiles {
     pub mean: f64,
 }
 
+impl Percentiles {
+    /// The percentiles of latencies recorded in microseconds, in milliseconds.
+    pub fn of(histogram: &Histogram<u64>) -> Percentiles {
+        let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+        Percentiles {
+            p50: ms(0.5),
+            p95: ms(0.95),
+            p99: ms(0.99),
+            max: histogram.max() as f64 / 1000.0,
+            mean: histogram.mean() / 1000.0,
+        }
+    }
+}
+
+/// What the measurements ran on.
+pub fn machine() -> String {
+    format!(
+        "{} cores, one machine (all processes share it)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
+}
+
 pub fn bench(args: BenchArgs) -> Result<()> {
     let dir = match &args.data_dir {
         Some(d) if d.exists() => bail!("--data-dir {} exists: use a new one", d.display()),
@@ -133,7 +155,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
 }
 
 /// A benchmark starts from empty databases (PostgreSQL ones may survive an earlier run).
-fn empty_databases(config: &std::path::Path) -> Result<()> {
+pub(crate) fn empty_databases(config: &std::path::Path) -> Result<()> {
     let cluster = proto::config::Cluster::load(config)?;
     let runtime = tokio::runtime::Runtime::new()?;
     for db in &cluster.config.db_nodes {
@@ -269,9 +291,12 @@ async fn drive(
     progress.abort();
     client.shutdown().await;
     if let Some(path) = &args.json {
-        crate::report::write_cdf(&path.with_extension("svg"), &histogram, &args.application)?;
+        crate::report::write_cdf(
+            &path.with_extension("svg"),
+            &[(args.application.as_str(), &histogram)],
+            &args.application,
+        )?;
     }
-    let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
     let operations = histogram.len();
     Ok(Report {
         application: args.application.clone(),
@@ -285,19 +310,10 @@ async fn drive(
         duration_secs: args.duration_secs as f64,
         operations,
         throughput_per_sec: operations as f64 / args.duration_secs.max(1) as f64,
-        latency_ms: Percentiles {
-            p50: ms(0.5),
-            p95: ms(0.95),
-            p99: ms(0.99),
-            max: histogram.max() as f64 / 1000.0,
-            mean: histogram.mean() / 1000.0,
-        },
+        latency_ms: Percentiles::of(&histogram),
         retransmissions,
         errors,
-        machine: format!(
-            "{} cores, one machine (all processes share it)",
-            std::thread::available_parallelism().map_or(0, |n| n.get())
-        ),
+        machine: machine(),
     })
 }
 

@@ -14,7 +14,7 @@ pub struct DemoArgs {
     /// Number of groups of 2f+1 replicas.
     #[arg(long, default_value_t = 2)]
     pub groups: u32,
-    /// Number of partitions (bank branches); default: two per group.
+    /// Number of partitions (TPC-C warehouses, bank branches); default: two per group.
     #[arg(long)]
     pub partitions: Option<u32>,
     #[command(flatten)]
@@ -28,9 +28,13 @@ pub struct DemoArgs {
     /// First port of the nodes (metrics at +1000).
     #[arg(long, default_value_t = 7100)]
     pub base_port: u16,
-    /// "bank" or "noop".
-    #[arg(long, default_value = "bank")]
+    /// "tpcc", "bank" or "noop".
+    #[arg(long, default_value = "tpcc")]
     pub application: String,
+    /// With tpcc: load the specification's cardinalities (100,000 items, 3,000 customers per
+    /// district; ~20 s per warehouse and database node) instead of the small demo population.
+    #[arg(long)]
+    pub full_scale: bool,
     /// Most requests per PREPARE (1 turns batching off).
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
@@ -56,6 +60,20 @@ impl DemoArgs {
 
 pub fn demo(args: DemoArgs) -> Result<()> {
     let (config, restart) = prepare(&args.keygen_args())?;
+    let cluster = proto::config::Cluster::load(&config)?;
+    if !restart && cluster.config.application == tpcc::txn::NAME {
+        let scale = if args.full_scale {
+            tpcc::ScaleConfig::standard()
+        } else {
+            tpcc::ScaleConfig::small()
+        };
+        eprintln!(
+            "loading TPC-C ({} warehouses) into each database node",
+            cluster.config.partitions
+        );
+        tokio::runtime::Runtime::new()?
+            .block_on(crate::tpcc_cmd::load_cluster(&cluster, &scale, 1))?;
+    }
     let (stop_tx, stop) = mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = stop_tx.send(());

@@ -8,6 +8,7 @@ mod launch;
 mod nodes;
 mod report;
 mod tpcc_cmd;
+mod tpcc_run;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
@@ -39,7 +40,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
     Gateway(gateway_cmd::GatewayArgs),
-    /// TPC-C data: load a database, check its consistency conditions.
+    /// TPC-C: load databases, check consistency, compare digests, run the benchmark driver.
     Tpcc(tpcc_cmd::TpccArgs),
     /// Run the primary: orders requests with unique warrants and routes them to groups.
     Primary(nodes::PrimaryArgs),

@@ -9,30 +9,26 @@ const W: f64 = 640.0;
 const H: f64 = 400.0;
 const M: f64 = 50.0;
 
-/// Writes the cumulative distribution of `histogram` (microseconds) with a logarithmic x axis.
-pub fn write_cdf(path: &Path, histogram: &Histogram<u64>, title: &str) -> Result<()> {
-    let lo = (histogram.min().max(1) as f64).log10().floor();
-    let hi = (histogram.max().max(10) as f64)
-        .log10()
-        .ceil()
-        .max(lo + 1.0);
+/// Line colours of the series, in order.
+const COLOURS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+/// Writes the cumulative distributions of `series` (label, latencies in microseconds) with a
+/// logarithmic x axis, one line each.
+pub fn write_cdf(path: &Path, series: &[(&str, &Histogram<u64>)], title: &str) -> Result<()> {
+    let recorded = series.iter().filter(|(_, h)| !h.is_empty());
+    let min = recorded.clone().map(|(_, h)| h.min()).min().unwrap_or(1);
+    let max = recorded.map(|(_, h)| h.max()).max().unwrap_or(10);
+    let lo = (min.max(1) as f64).log10().floor();
+    let hi = (max.max(10) as f64).log10().ceil().max(lo + 1.0);
     let x = |us: f64| M + (us.max(1.0).log10() - lo) / (hi - lo) * (W - 2.0 * M);
     let y = |q: f64| H - M - q * (H - 2.0 * M);
-    let mut points = String::new();
-    for v in histogram.iter_recorded() {
-        let q = v.quantile_iterated_to();
-        let _ = write!(
-            points,
-            "{:.1},{:.1} ",
-            x(v.value_iterated_to() as f64),
-            y(q)
-        );
-    }
+    let total: u64 = series.iter().map(|(_, h)| h.len()).sum();
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
-         fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{title}: latency CDF ({} operations)</text>\n",
-        histogram.len()
+         fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{title}: latency CDF ({total} operations)</text>\n"
     );
     for decade in (lo as i32)..=(hi as i32) {
         let px = x(10f64.powi(decade));
@@ -60,9 +56,25 @@ pub fn write_cdf(path: &Path, histogram: &Histogram<u64>, title: &str) -> Result
             py + 4.0,
         );
     }
-    let _ = writeln!(
-        svg,
-        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{points}\"/>\n</svg>"
-    );
+    for (i, (label, histogram)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let mut points = String::new();
+        for v in histogram.iter_recorded() {
+            let _ = write!(
+                points,
+                "{:.1},{:.1} ",
+                x(v.value_iterated_to() as f64),
+                y(v.quantile_iterated_to())
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{points}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{label}</text>",
+            M + 8.0,
+            M + 16.0 * (i as f64 + 1.0)
+        );
+    }
+    svg.push_str("</svg>\n");
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
 }

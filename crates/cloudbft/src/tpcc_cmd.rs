@@ -1,10 +1,12 @@
-//! `cloudbft tpcc load|check`: populate a database with TPC-C data and check the
-//! specification's consistency conditions on any database.
+//! `cloudbft tpcc load|check|digest|run`: populate databases with TPC-C data, check the
+//! specification's consistency conditions and compare states on any database, and drive the
+//! workload (see [`crate::tpcc_run`]).
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use sqlx::Connection;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use tpcc::ScaleConfig;
 
 #[derive(Args)]
@@ -16,11 +18,15 @@ pub struct TpccArgs {
 #[derive(Subcommand)]
 enum TpccCommand {
     /// Create the schema and load warehouses 1..=W (deterministic for a seed: every database
-    /// node gets identical data).
+    /// node gets identical data), into one database or into every database node of a cluster.
     Load {
         /// sqlx URL: sqlite:PATH?mode=rwc or postgres://USER:PASSWORD@HOST/DB (created if missing).
+        #[arg(long, required_unless_present = "config", conflicts_with = "config")]
+        db: Option<String>,
+        /// A cluster.toml: load every database node's database, one warehouse per partition.
         #[arg(long)]
-        db: String,
+        config: Option<PathBuf>,
+        /// Warehouses (with --db).
         #[arg(long, default_value_t = 1)]
         warehouses: i64,
         #[arg(long, default_value_t = 1)]
@@ -33,14 +39,22 @@ enum TpccCommand {
     Check {
         #[arg(long)]
         db: String,
-        #[command(flatten)]
-        scale: ScaleArgs,
     },
+    /// Print the SHA-256 digest of the whole database state (every TPC-C table in key order and
+    /// the executor's progress): equal on every correct database node at the same order.
+    Digest {
+        #[arg(long)]
+        db: String,
+    },
+    /// Drive the specification's mix with closed-loop terminals through a fresh local cluster
+    /// (or with --baseline through one unreplicated database) and report tpmC and latencies.
+    Run(Box<crate::tpcc_run::RunArgs>),
 }
 
-/// The cardinalities (the specification's by default; smaller ones for tests and demos).
-#[derive(Args, Clone, Copy)]
-struct ScaleArgs {
+/// The cardinalities (the specification's by default; `--items 1000 --customers 100` is the
+/// demo's small scale).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct ScaleArgs {
     #[arg(long, default_value_t = 100_000)]
     items: i64,
     #[arg(long, default_value_t = 10)]
@@ -51,7 +65,7 @@ struct ScaleArgs {
 }
 
 impl ScaleArgs {
-    fn config(self) -> ScaleConfig {
+    pub fn config(self) -> ScaleConfig {
         ScaleConfig {
             items: self.items,
             districts_per_warehouse: self.districts,
@@ -61,7 +75,8 @@ impl ScaleArgs {
     }
 }
 
-async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
+/// A connection to `url`, creating the database if it is missing.
+pub async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
     sqlx::any::install_default_drivers();
     dbvote::executor::create_database_if_missing(url).await?;
     sqlx::AnyConnection::connect(url)
@@ -69,67 +84,135 @@ async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
         .with_context(|| format!("connecting to {url} (for SQLite add ?mode=rwc to create it)"))
 }
 
-pub fn tpcc(args: TpccArgs) -> Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        match args.command {
-            TpccCommand::Load {
-                db,
-                warehouses,
-                seed,
-                scale,
-            } => {
-                let scale = scale.config();
-                let mut conn = connect(&db).await?;
-                // Order lines average 10 per order (5 to 15).
-                let order_lines =
-                    warehouses * scale.districts_per_warehouse * scale.orders_per_district * 10;
-                let expected =
-                    (scale.rows_without_order_lines(warehouses) + order_lines).max(1) as u64;
-                let show = std::io::stderr().is_terminal();
-                let started = std::time::Instant::now();
-                let mut last_shown = 0u64;
-                tpcc::load(&mut conn, &scale, warehouses, seed, |rows| {
-                    if show && rows >= last_shown + expected / 100 {
-                        last_shown = rows;
-                        eprint!(
-                            "\rloading: {rows} rows (~{}%)",
-                            (rows * 100 / expected).min(99)
-                        );
-                        let _ = std::io::stderr().flush();
-                    }
-                })
-                .await?;
-                if show {
-                    eprintln!();
-                }
-                println!(
-                    "loaded {warehouses} warehouse(s) with seed {seed} in {:.1} s",
-                    started.elapsed().as_secs_f64()
-                );
-                Ok(())
-            }
-            TpccCommand::Check { db, scale } => {
-                let mut conn = connect(&db).await?;
-                let results =
-                    tpcc::check(&mut conn, scale.config().delivered_per_district()).await?;
-                let mut failed = 0;
-                for r in &results {
-                    let verdict = if r.passed { "PASS" } else { "FAIL" };
-                    failed += usize::from(!r.passed);
-                    println!(
-                        "{verdict} {:>2}: {} ({})",
-                        r.number, r.description, r.detail
-                    );
-                }
-                if failed > 0 {
-                    bail!(
-                        "{failed} of {} consistency conditions failed",
-                        results.len()
-                    );
-                }
-                Ok(())
-            }
+/// Loads `warehouses` into the empty database at `url`, with a progress line on a terminal.
+pub async fn load_database(
+    url: &str,
+    scale: &ScaleConfig,
+    warehouses: i64,
+    seed: u64,
+) -> Result<()> {
+    let mut conn = connect(url).await?;
+    // Order lines average 10 per order (5 to 15).
+    let order_lines = warehouses * scale.districts_per_warehouse * scale.orders_per_district * 10;
+    let expected = (scale.rows_without_order_lines(warehouses) + order_lines).max(1) as u64;
+    let show = std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    let mut last_shown = 0u64;
+    tpcc::load(&mut conn, scale, warehouses, seed, |rows| {
+        if show && rows >= last_shown + expected / 100 {
+            last_shown = rows;
+            eprint!(
+                "\rloading: {rows} rows (~{}%)",
+                (rows * 100 / expected).min(99)
+            );
+            let _ = std::io::stderr().flush();
         }
     })
+    .await?;
+    if show {
+        eprintln!();
+    }
+    eprintln!(
+        "loaded {warehouses} warehouse(s) with seed {seed} into {} in {:.1} s",
+        redact(url),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Loads every database node of `cluster` (one warehouse per partition), concurrently.
+pub async fn load_cluster(
+    cluster: &proto::config::Cluster,
+    scale: &ScaleConfig,
+    seed: u64,
+) -> Result<()> {
+    let warehouses = i64::from(cluster.config.partitions);
+    let mut loads = tokio::task::JoinSet::new();
+    for db in &cluster.config.db_nodes {
+        let (url, scale, id) = (db.database.clone(), *scale, db.id);
+        loads.spawn(async move {
+            load_database(&url, &scale, warehouses, seed)
+                .await
+                .with_context(|| format!("loading database node {id}"))
+        });
+    }
+    while let Some(done) = loads.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…{}", &url[..scheme], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+/// Runs the consistency conditions (printing a line for each) and returns the digest; fails if
+/// any condition fails. `what` names the database in messages.
+pub async fn verify(conn: &mut sqlx::AnyConnection, what: &str) -> Result<[u8; 32]> {
+    let scale = ScaleConfig::of_database(conn).await?;
+    let results = tpcc::check(conn, scale.delivered_per_district()).await?;
+    let failed: Vec<_> = results.iter().filter(|r| !r.passed).collect();
+    for r in &results {
+        let verdict = if r.passed { "PASS" } else { "FAIL" };
+        println!(
+            "{verdict} {:>2}: {} ({})",
+            r.number, r.description, r.detail
+        );
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{what}: {} of {} consistency conditions failed",
+            failed.len(),
+            results.len()
+        );
+    }
+    let digest = digest(conn).await?;
+    println!(
+        "{what}: all {} conditions hold; digest {}",
+        results.len(),
+        hex::encode(digest)
+    );
+    Ok(digest)
+}
+
+async fn digest(conn: &mut sqlx::AnyConnection) -> Result<[u8; 32]> {
+    Ok(dbvote::digest::of_database(conn, tpcc::schema::TABLES).await?)
+}
+
+pub fn tpcc(args: TpccArgs) -> Result<()> {
+    fn block(work: impl std::future::Future<Output = Result<()>>) -> Result<()> {
+        tokio::runtime::Runtime::new()?.block_on(work)
+    }
+    match args.command {
+        // The driver starts a cluster, which runs runtimes of its own: not inside one.
+        TpccCommand::Run(run) => crate::tpcc_run::run(*run),
+        TpccCommand::Load {
+            db: Some(db),
+            warehouses,
+            seed,
+            scale,
+            ..
+        } => block(load_database(&db, &scale.config(), warehouses, seed)),
+        TpccCommand::Load {
+            config: Some(config),
+            seed,
+            scale,
+            ..
+        } => {
+            let cluster = proto::config::Cluster::load(&config)?;
+            block(load_cluster(&cluster, &scale.config(), seed))
+        }
+        TpccCommand::Load { .. } => bail!("pass --db URL or --config cluster.toml"),
+        TpccCommand::Check { db } => block(async {
+            verify(&mut connect(&db).await?, &redact(&db)).await?;
+            Ok(())
+        }),
+        TpccCommand::Digest { db } => block(async {
+            println!("{}", hex::encode(digest(&mut connect(&db).await?).await?));
+            Ok(())
+        }),
+    }
 }

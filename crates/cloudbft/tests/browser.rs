@@ -125,7 +125,12 @@ fn bank_forms_in_a_real_browser() {
     let dir = tempfile::tempdir().expect("temp dir");
     // Fail at once on a machine without Chromium, before starting a whole cluster.
     let browser = launch();
-    let demo = common::Demo::start(&dir.path().join("cluster"), BASE_PORT, GATEWAY_PORT, &[]);
+    let demo = common::Demo::start(
+        &dir.path().join("cluster"),
+        BASE_PORT,
+        GATEWAY_PORT,
+        &["--application", "bank"],
+    );
     let index = format!("http://{}/", demo.gateway);
     eprintln!("cluster ready after {:?}", started.elapsed());
 

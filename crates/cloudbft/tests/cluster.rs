@@ -134,6 +134,8 @@ fn run(base_port: u16, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let extra = [&["--application", "bank"], extra].concat();
+    let extra = extra.as_slice();
     let demo = Demo::start(&data, base_port, base_port + 2000, extra);
     runtime.block_on(async {
         let client = driver(&demo).await;

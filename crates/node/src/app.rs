@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub enum AppKind {
     Bank,
     Noop,
+    Tpcc,
 }
 
 impl AppKind {
@@ -24,9 +25,12 @@ impl AppKind {
         match cluster.config.application.as_str() {
             "bank" => Ok(AppKind::Bank),
             "noop" => Ok(AppKind::Noop),
+            "tpcc" => Ok(AppKind::Tpcc),
             other => Err(NodeError::Config {
                 field: "application".into(),
-                fix: format!("\"{other}\" is not an application: use \"bank\" or \"noop\""),
+                fix: format!(
+                    "\"{other}\" is not an application: use \"bank\", \"noop\" or \"tpcc\""
+                ),
             }),
         }
     }
@@ -36,6 +40,7 @@ impl AppKind {
         match self {
             AppKind::Bank => Arc::new(AppRule(Bank)),
             AppKind::Noop => Arc::new(AppRule(Noop)),
+            AppKind::Tpcc => Arc::new(AppRule(tpcc::Tpcc)),
         }
     }
 
@@ -47,26 +52,35 @@ impl AppKind {
 
 /// Deterministic HTML pages: the same request and result give the same bytes on every replica,
 /// and nothing replica-specific (id, time) goes into them.
+///
+/// The application's body goes into `<div id="result">`, a block that may hold the paragraphs
+/// of the bank and no-op pages as well as TPC-C's lists and tables (a `<p>` may not).
 struct Pages(AppKind);
 
 impl Renderer for Pages {
     fn render(&self, request: &Request, result: &[u8]) -> Vec<u8> {
         let (title, body) = match self.0 {
-            AppKind::Bank => bank_page(&request.operation, result),
-            AppKind::Noop => noop_page(&request.operation, result),
+            AppKind::Bank => paragraph(bank_page(&request.operation, result)),
+            AppKind::Noop => paragraph(noop_page(&request.operation, result)),
+            AppKind::Tpcc => tpcc::pages::render(&request.operation, result),
         };
         let mut page = String::new();
         let _ = write!(
             page,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <title>cloudbft: {title}</title></head>\n<body>\n<h1 id=\"title\">{title}</h1>\n\
-             <p id=\"result\">{body}</p>\n\
+             <div id=\"result\">\n{body}</div>\n\
              <p id=\"request\">Client {} request {}, agreed by the replicas of the group.</p>\n\
              <p><a href=\"/\">Back</a></p>\n</body></html>\n",
             request.client.0, request.timestamp
         );
         page.into_bytes()
     }
+}
+
+/// A one-sentence page body as its paragraph.
+fn paragraph((title, text): (&'static str, String)) -> (&'static str, String) {
+    (title, format!("<p>{text}</p>\n"))
 }
 
 fn cents(c: u64) -> String {
@@ -158,9 +172,44 @@ mod tests {
         let pages = AppKind::Bank.renderer();
         let page = String::from_utf8(pages.render(&r, &result)).unwrap();
         assert_eq!(page.as_bytes(), pages.render(&r, &result));
-        assert!(page.contains("Transferred 2.50 from 0/1 to 1/2; balance of 0/1 is now 10.50."));
+        assert!(page.contains(
+            "<div id=\"result\">\n<p>Transferred 2.50 from 0/1 to 1/2; balance of 0/1 is now \
+             10.50.</p>\n</div>"
+        ));
         let garbage = String::from_utf8(pages.render(&r, b"\xff\xff")).unwrap();
         assert!(garbage.contains("unreadable"));
+    }
+
+    #[test]
+    fn tpcc_pages_hold_the_transaction_screen() {
+        use tpcc::txn::{StockLevel, StockLevelResult, TpccOp, TpccResult};
+        let op = TpccOp::StockLevel(StockLevel {
+            w_id: 2,
+            d_id: 3,
+            threshold: 12,
+        });
+        let r = request(op.encode(), op.partitions().unwrap());
+        let result = TpccResult::StockLevel(StockLevelResult {
+            w_id: 2,
+            d_id: 3,
+            threshold: 12,
+            low_stock: 4,
+        })
+        .encode();
+        let mut cluster = proto::testing::TestCluster::new(1, 1, 1, 1).cluster;
+        cluster.config.application = "tpcc".into();
+        let kind = AppKind::of(&cluster).unwrap();
+        assert_eq!(kind, AppKind::Tpcc);
+        assert_eq!(kind.rule().partitions(&r.operation), Some(vec![1]));
+        let pages = kind.renderer();
+        let page = String::from_utf8(pages.render(&r, &result)).unwrap();
+        assert_eq!(page.as_bytes(), pages.render(&r, &result));
+        assert!(
+            page.contains("<title>cloudbft: Stock-Level</title>"),
+            "{page}"
+        );
+        assert!(page.contains("<div id=\"result\">\n<dl>"), "{page}");
+        assert!(page.contains("<dd id=\"low_stock\">4</dd>"), "{page}");
     }
 
     #[test]
@@ -168,6 +217,9 @@ mod tests {
         let mut cluster = proto::testing::TestCluster::new(1, 1, 1, 1).cluster;
         cluster.config.application = "chess".into();
         let e = AppKind::of(&cluster).unwrap_err().to_string();
-        assert!(e.contains("application") && e.contains("bank"), "{e}");
+        assert!(
+            e.contains("application") && e.contains("bank") && e.contains("tpcc"),
+            "{e}"
+        );
     }
 }

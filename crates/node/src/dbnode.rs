@@ -38,6 +38,7 @@ pub async fn run(
     match AppKind::of(&options.node.cluster)? {
         AppKind::Bank => run_app(options, dbvote::bank::Bank, shutdown).await,
         AppKind::Noop => run_app(options, dbvote::noop::Noop, shutdown).await,
+        AppKind::Tpcc => run_app(options, tpcc::Tpcc, shutdown).await,
     }
 }
 
@@ -61,6 +62,7 @@ pub async fn progress(
     match AppKind::of(cluster)? {
         AppKind::Bank => read(dbvote::bank::Bank, url, partitions).await,
         AppKind::Noop => read(dbvote::noop::Noop, url, partitions).await,
+        AppKind::Tpcc => read(tpcc::Tpcc, url, partitions).await,
     }
 }
 

@@ -149,13 +149,17 @@ fn conditions(delivered_per_district: i64) -> Vec<Condition> {
         Condition {
             number: 11,
             description: "count(ORDER) - count(NEW-ORDER) = the loaded delivered orders \
-                (2100 at standard scale) for each district, until the first Delivery",
+                (2100 at standard scale) for each district where no Delivery has run (the \
+                specification's condition holds only until then)",
             key: "d_w_id, d_id",
+            // A district has seen a Delivery once an order loaded undelivered has a carrier.
             violations: format!(
                 "SELECT d_w_id, d_id FROM district d WHERE \
                 (SELECT COUNT(*) FROM orders WHERE o_w_id = d.d_w_id AND o_d_id = d.d_id) \
                 - (SELECT COUNT(*) FROM new_order WHERE no_w_id = d.d_w_id AND no_d_id = d.d_id) \
-                <> {delivered_per_district}"
+                <> {delivered_per_district} \
+                AND NOT EXISTS (SELECT 1 FROM orders WHERE o_w_id = d.d_w_id AND o_d_id = d.d_id \
+                    AND o_id > {delivered_per_district} AND o_carrier_id IS NOT NULL)"
             ),
         },
         Condition {
@@ -177,7 +181,7 @@ fn conditions(delivered_per_district: i64) -> Vec<Condition> {
 /// `delivered_per_district` is what condition 11 expects: the scale's
 /// [`delivered_per_district`](crate::ScaleConfig::delivered_per_district) (2,100 at the
 /// standard scale). As the specification notes, condition 11 holds only until the first
-/// Delivery transaction; checks after a run should ignore it.
+/// Delivery transaction, so it is checked on the districts where none has run.
 pub async fn check(
     conn: &mut AnyConnection,
     delivered_per_district: i64,

@@ -9,12 +9,17 @@
 //! PostgreSQL: only `BIGINT` and `TEXT` columns, `$N` placeholders, money and rates in integer
 //! fixed point (see [`schema`]).
 
+mod app;
 pub mod check;
 pub mod load;
+pub mod pages;
+mod programs;
 pub mod random;
 pub mod schema;
 pub mod txn;
+pub mod workload;
 
+pub use app::Tpcc;
 pub use check::{check, CheckError, CheckResult};
 pub use load::{load, LoadError, ScaleConfig};
 pub use random::{NuRandConstants, TpccRng};

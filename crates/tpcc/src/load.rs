@@ -54,6 +54,37 @@ impl ScaleConfig {
         }
     }
 
+    /// A small population for demos and tests: 1,000 items, 10 districts per warehouse, 100
+    /// customers and orders per district (loads in about a second per warehouse).
+    pub fn small() -> ScaleConfig {
+        ScaleConfig {
+            items: 1_000,
+            districts_per_warehouse: 10,
+            customers_per_district: 100,
+            orders_per_district: 100,
+        }
+    }
+
+    /// The cardinalities of a loaded database, read back from it: items, districts of
+    /// warehouse 1, customers of its district 1, and as many initial orders as customers (what
+    /// `cloudbft tpcc load` loads). Transactions never add items, districts or customers, so
+    /// this holds after any run.
+    pub async fn of_database(conn: &mut AnyConnection) -> Result<ScaleConfig, sqlx::Error> {
+        let mut count = async |sql: &'static str| -> Result<i64, sqlx::Error> {
+            sqlx::query_scalar(sql).fetch_one(&mut *conn).await
+        };
+        let items = count("SELECT COUNT(*) FROM item").await?;
+        let districts = count("SELECT COUNT(*) FROM district WHERE d_w_id = 1").await?;
+        let customers =
+            count("SELECT COUNT(*) FROM customer WHERE c_w_id = 1 AND c_d_id = 1").await?;
+        Ok(ScaleConfig {
+            items,
+            districts_per_warehouse: districts,
+            customers_per_district: customers,
+            orders_per_district: customers,
+        })
+    }
+
     /// Orders per district that are undelivered (in `new_order`, without carrier): the last
     /// 900 of 3,000 in the specification, 30% in general.
     pub fn new_orders_per_district(&self) -> i64 {

@@ -216,14 +216,25 @@ async fn broken_database_fails_the_right_conditions(kind: Kind) {
         .execute(&mut conn)
         .await
         .unwrap();
-    assert_eq!(failed(&mut conn).await, vec![3, 7, 11]);
+    // Condition 11 no longer applies to that district: it looks like a Delivery ran there.
+    assert_eq!(failed(&mut conn).await, vec![3, 7]);
+
+    // The oldest undelivered order of another district loses its new_order row but has no
+    // carrier: no Delivery ran there, so condition 11 applies and fails.
+    let oldest = TINY.delivered_per_district() + 1;
+    sqlx::query("DELETE FROM new_order WHERE no_w_id = 2 AND no_d_id = 2 AND no_o_id = $1")
+        .bind(oldest)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(failed(&mut conn).await, vec![3, 5, 7, 11]);
 
     // A customer's balance that does not match its history and deliveries.
     sqlx::query("UPDATE customer SET c_balance = 0 WHERE c_w_id = 1 AND c_d_id = 1 AND c_id = 5")
         .execute(&mut conn)
         .await
         .unwrap();
-    assert_eq!(failed(&mut conn).await, vec![3, 7, 10, 11, 12]);
+    assert_eq!(failed(&mut conn).await, vec![3, 5, 7, 10, 11, 12]);
 
     // A lost order line.
     sqlx::query(
@@ -232,7 +243,7 @@ async fn broken_database_fails_the_right_conditions(kind: Kind) {
     .execute(&mut conn)
     .await
     .unwrap();
-    assert_eq!(failed(&mut conn).await, vec![3, 4, 6, 7, 10, 11, 12]);
+    assert_eq!(failed(&mut conn).await, vec![3, 4, 5, 6, 7, 10, 11, 12]);
 }
 
 async fn sqlite_and_postgres_load_the_same_data() {

@@ -4,7 +4,7 @@
 //! Plain HTML5 with no scripts, styles or external resources, so the pages work in any browser
 //! and a browser test can drive them by `id` and `name`.
 
-use super::forms::{App, Kind};
+use super::forms::{slot, App, Field, Kind, LINE_COLUMNS, LINE_SLOTS};
 use std::fmt::Write;
 
 /// `text` with the characters that are special in HTML text and attribute values escaped.
@@ -32,16 +32,25 @@ fn document(title: &str, body: &str) -> String {
     )
 }
 
-/// The index: one form per operation of `app`. Input ids are `{form}-{name}` (ids are unique
-/// per document, and several forms have a `branch`).
+/// The index: links to the forms, then one form per operation of `app`. Input ids are
+/// `{form}-{name}` (ids are unique per document, and several forms have a `branch`).
 pub(crate) fn index(app: App, partitions: u32) -> String {
     let title = format!("CloudBFT {}", app.title());
-    let last = partitions.saturating_sub(1);
     let mut body = format!(
         "<h1>{}</h1>\n<p>Each result page is shown only once f+1 replicas of one group \
-         sent the same page. Partitions (branches) are 0 to {last}.</p>\n",
-        escape(&title)
+         sent the same page. {}</p>\n<nav>\n<ul>\n",
+        escape(&title),
+        scope(app, partitions)
     );
+    for form in app.forms() {
+        let _ = writeln!(
+            body,
+            "<li><a href=\"#{}\">{}</a></li>",
+            form.id,
+            escape(form.title)
+        );
+    }
+    body.push_str("</ul>\n</nav>\n");
     for form in app.forms() {
         let _ = write!(
             body,
@@ -51,28 +60,18 @@ pub(crate) fn index(app: App, partitions: u32) -> String {
             title = escape(form.title),
         );
         for field in form.fields {
-            let constraints = match field.kind {
-                Kind::Partition => {
-                    format!(" type=\"number\" min=\"0\" max=\"{last}\" step=\"1\" required")
+            match input(form.id, field.name, field, partitions, "") {
+                Some(input) => {
+                    let _ = writeln!(
+                        body,
+                        "<p><label for=\"{form}-{name}\">{label}</label>\n{input}</p>",
+                        form = form.id,
+                        name = field.name,
+                        label = escape(field.label),
+                    );
                 }
-                Kind::Number => format!(
-                    " type=\"number\" min=\"0\" max=\"{}\" step=\"1\" required",
-                    u32::MAX
-                ),
-                Kind::Cents => format!(
-                    " type=\"number\" min=\"0\" max=\"{}\" step=\"1\" required",
-                    u64::MAX
-                ),
-                Kind::Text => " type=\"text\"".to_owned(),
-            };
-            let _ = writeln!(
-                body,
-                "<p><label for=\"{form}-{name}\">{label}</label>\n\
-                 <input id=\"{form}-{name}\" name=\"{name}\"{constraints}></p>",
-                form = form.id,
-                name = field.name,
-                label = escape(field.label),
-            );
+                None => order_lines(&mut body, form.id, field, partitions),
+            }
         }
         let _ = write!(
             body,
@@ -82,6 +81,75 @@ pub(crate) fn index(app: App, partitions: u32) -> String {
         );
     }
     document(&title, &body)
+}
+
+/// What the forms' partitions are to a person, and their range.
+fn scope(app: App, partitions: u32) -> String {
+    match app {
+        App::Bank | App::Noop => format!(
+            "Partitions (branches) are 0 to {}.",
+            partitions.saturating_sub(1)
+        ),
+        App::Tpcc => format!("Warehouses are 1 to {partitions}."),
+    }
+}
+
+/// The `<input>` for `field`, sent as `name` and with `extra` attributes; `None` for order
+/// lines, which are a table of inputs.
+fn input(form: &str, name: &str, field: &Field, partitions: u32, extra: &str) -> Option<String> {
+    let whole =
+        |min: u64, max: u64| format!(" type=\"number\" min=\"{min}\" max=\"{max}\" step=\"1\"");
+    let attributes = match field.kind {
+        Kind::Partition => whole(0, partitions.saturating_sub(1).into()),
+        Kind::Warehouse => whole(1, partitions.into()),
+        Kind::Number => whole(0, u32::MAX.into()),
+        Kind::Cents => whole(0, u64::MAX),
+        Kind::Dollars => " type=\"number\" min=\"0\" step=\"0.01\"".to_owned(),
+        Kind::Text => " type=\"text\"".to_owned(),
+        Kind::OrderLines => return None,
+    };
+    let required = if field.required { " required" } else { "" };
+    Some(format!(
+        "<input id=\"{form}-{name}\" name=\"{name}\"{attributes}{required}{extra}>"
+    ))
+}
+
+/// New-Order's line slots as a table, a row per slot and a column per input. A cell has no
+/// room for a `<label>`, so each input is named by its column's and row's headers
+/// (`aria-labelledby`).
+fn order_lines(body: &mut String, form: &str, field: &Field, partitions: u32) {
+    let _ = write!(
+        body,
+        "<table id=\"{form}-{name}\">\n<caption>{label}</caption>\n\
+         <thead><tr><th scope=\"col\">Line</th>",
+        name = field.name,
+        label = escape(field.label),
+    );
+    for column in &LINE_COLUMNS {
+        let _ = write!(
+            body,
+            "<th scope=\"col\" id=\"{form}-{}\">{}</th>",
+            column.name,
+            escape(column.label)
+        );
+    }
+    body.push_str("</tr></thead>\n<tbody>\n");
+    for n in 1..=LINE_SLOTS {
+        let _ = write!(
+            body,
+            "<tr><th scope=\"row\" id=\"{form}-line_{n}\">{n}</th>"
+        );
+        for column in &LINE_COLUMNS {
+            let labelled_by = format!(
+                " aria-labelledby=\"{form}-{} {form}-line_{n}\"",
+                column.name
+            );
+            let cell = input(form, &slot(column, n), column, partitions, &labelled_by);
+            let _ = write!(body, "<td>{}</td>", cell.unwrap_or_default());
+        }
+        body.push_str("</tr>\n");
+    }
+    body.push_str("</tbody>\n</table>\n");
 }
 
 /// An error page: what went wrong and what to do.
@@ -106,10 +174,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn index_has_every_form_and_unique_ids() {
-        let page = index(App::Bank, 4);
-        assert!(page.starts_with("<!DOCTYPE html>"));
+    fn assert_unique_ids(page: &str) {
         let mut ids: Vec<&str> = page
             .split(" id=\"")
             .skip(1)
@@ -119,9 +184,48 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), count, "duplicate ids in {page}");
+    }
+
+    #[test]
+    fn index_has_every_form_and_unique_ids() {
+        let page = index(App::Bank, 4);
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert_unique_ids(&page);
         for form in App::Bank.forms() {
             assert!(page.contains(&format!("<form id=\"{}\" method=\"post\"", form.id)));
         }
         assert!(page.contains("max=\"3\""));
+    }
+
+    #[test]
+    fn tpcc_index_links_every_form_and_has_fifteen_line_slots() {
+        let page = index(App::Tpcc, 4);
+        assert_unique_ids(&page);
+        for form in App::Tpcc.forms() {
+            assert!(page.contains(&format!("<li><a href=\"#{}\">", form.id)));
+            assert!(page.contains(&format!(
+                "<form id=\"{}\" method=\"post\" action=\"{}\">",
+                form.id, form.action
+            )));
+        }
+        assert!(page.contains("Warehouses are 1 to 4."));
+        assert!(page.contains(
+            "<input id=\"new_order-w_id\" name=\"w_id\" type=\"number\" min=\"1\" max=\"4\" \
+             step=\"1\" required>"
+        ));
+        assert!(page.contains("<input id=\"payment-c_last\" name=\"c_last\" type=\"text\">"));
+        assert!(page.contains(
+            "<input id=\"payment-h_amount\" name=\"h_amount\" type=\"number\" min=\"0\" \
+             step=\"0.01\" required>"
+        ));
+        for n in 1..=15 {
+            for column in ["ol_i_id", "ol_supply_w_id", "ol_quantity"] {
+                assert!(page.contains(&format!(
+                    "<input id=\"new_order-{column}_{n}\" name=\"{column}_{n}\""
+                )));
+            }
+        }
+        assert!(!page.contains("ol_i_id_16"));
+        assert!(page.contains("aria-labelledby=\"new_order-ol_quantity new_order-line_15\">"));
     }
 }

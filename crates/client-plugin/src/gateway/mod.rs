@@ -5,7 +5,9 @@
 //! Routes:
 //! - `GET /`: the index, one form per operation;
 //! - `POST /bank/open`, `/bank/deposit`, `/bank/transfer`, `/bank/balance` (application
-//!   `bank`) or `POST /noop` (application `noop`), `application/x-www-form-urlencoded`;
+//!   `bank`), `POST /noop` (application `noop`), or `POST /tpcc/new-order`, `/tpcc/payment`,
+//!   `/tpcc/order-status`, `/tpcc/delivery`, `/tpcc/stock-level` (application `tpcc`),
+//!   `application/x-www-form-urlencoded`;
 //! - `GET /metrics`: Prometheus text; `GET /healthz`: `ok`.
 //!
 //! Input is validated before anything is signed: a bad field gets a 400 page naming it and
@@ -28,6 +30,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -39,8 +42,8 @@ const HTML: &str = "text/html; charset=utf-8";
 pub enum GatewayError {
     /// The cluster runs an application the gateway has no forms for.
     #[error(
-        "application = {0:?}: the gateway has forms for \"bank\" and \"noop\" only; \
-         fix the cluster configuration"
+        "application = {0:?}: the gateway has forms for \"bank\", \"noop\" and \"tpcc\" \
+         only; fix the cluster configuration"
     )]
     UnknownApplication(String),
     /// The HTTP address cannot be bound.
@@ -180,7 +183,7 @@ async fn submit(
             );
         }
     };
-    let operation = match (spec.parse)(&Fields::new(&values, gate.partitions)) {
+    let operation = match (spec.parse)(&Fields::new(&values, gate.partitions, unix_now())) {
         Ok(operation) => operation,
         Err(bad) => {
             tracing::debug!(form = spec.id, %bad, "refusing form input");
@@ -211,6 +214,16 @@ async fn submit(
             failure(&error)
         }
     }
+}
+
+/// The gateway's clock in seconds since the Unix epoch, for the dates an operation carries (a
+/// clock before 1970 reads as the epoch).
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        })
 }
 
 /// The page for a request that got no accepted page.

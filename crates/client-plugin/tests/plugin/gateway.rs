@@ -8,9 +8,10 @@ use net::metrics::Registry;
 use proto::Request;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tpcc::txn::TpccOp;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 
@@ -289,6 +290,96 @@ async fn a_noop_cluster_gets_the_noop_form_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tpcc_cluster_gets_the_five_transaction_forms() {
+    let mut h = Harness::new("tpcc", 2).await;
+    let mut sent = h.respond(render);
+    let gateway = gateway(&h, ClientOptions::default()).await;
+    let at = gateway.local_addr();
+
+    let index = http(at, "GET", "/", None).await.text();
+    for (form, action) in [
+        ("new_order", "new-order"),
+        ("payment", "payment"),
+        ("order_status", "order-status"),
+        ("delivery", "delivery"),
+        ("stock_level", "stock-level"),
+    ] {
+        assert!(index.contains(&format!("<a href=\"#{form}\">")), "{form}");
+        assert!(
+            index.contains(&format!(
+                "<form id=\"{form}\" method=\"post\" action=\"/tpcc/{action}\">"
+            )),
+            "{form}"
+        );
+    }
+    assert!(!index.contains("/bank/"));
+
+    let before = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let response = post(
+        at,
+        "/tpcc/new-order",
+        "w_id=2&d_id=3&c_id=4&ol_i_id_1=7&ol_supply_w_id_1=&ol_quantity_1=5\
+         &ol_i_id_2=8&ol_supply_w_id_2=4&ol_quantity_2=1&ol_i_id_3=&ol_quantity_3=",
+    )
+    .await;
+    let after = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let (request, page) = sent.recv().await.unwrap();
+    assert_eq!((response.status, response.body), (200, page));
+    // Warehouse w is partition w - 1.
+    assert_eq!(request.partitions, vec![1, 3]);
+    let TpccOp::NewOrder(order) = TpccOp::decode(&request.operation).unwrap() else {
+        panic!("not a New-Order");
+    };
+    assert_eq!((order.w_id, order.d_id, order.c_id), (2, 3, 4));
+    let lines: Vec<_> = order
+        .lines
+        .iter()
+        .map(|l| (l.i_id, l.supply_w_id, l.quantity))
+        .collect();
+    assert_eq!(lines, vec![(7, 2, 5), (8, 4, 1)]);
+    // The entry date is the gateway's clock, carried in the operation.
+    let entry_d = u64::try_from(order.entry_d).unwrap();
+    assert!((before..=after).contains(&entry_d), "{entry_d}");
+
+    for (path, body, field) in [
+        (
+            "/tpcc/new-order",
+            "w_id=5&d_id=1&c_id=1&ol_i_id_1=1&ol_quantity_1=1",
+            "w_id",
+        ),
+        (
+            "/tpcc/new-order",
+            "w_id=1&d_id=1&c_id=1&ol_i_id_1=1&ol_quantity_1=11",
+            "ol_quantity_1",
+        ),
+        ("/tpcc/new-order", "w_id=1&d_id=1&c_id=1", "ol_cnt"),
+        (
+            "/tpcc/payment",
+            "w_id=1&d_id=1&c_w_id=1&c_d_id=1&c_id=1&h_amount=12.345",
+            "h_amount",
+        ),
+        (
+            "/tpcc/stock-level",
+            "w_id=1&d_id=1&threshold=30",
+            "threshold",
+        ),
+    ] {
+        let response = post(at, path, body).await;
+        assert_eq!(response.status, 400, "{path} {body}");
+        let page = response.text();
+        assert!(page.contains(&format!("{field}:")), "{field} in {page}");
+    }
+    assert_eq!(gateway.endpoint().stats().requests_sent, 1);
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_that_does_not_answer_gets_a_504() {
     let h = Harness::new("bank", 1).await;
     let options = ClientOptions {
@@ -310,7 +401,7 @@ async fn a_cluster_that_does_not_answer_gets_a_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_without_forms_is_refused() {
-    let h = Harness::new("tpcc", 1).await;
+    let h = Harness::new("chess", 1).await;
     let endpoint = h.open(ClientOptions::default()).await;
     let error = Gateway::serve(
         "127.0.0.1:0".parse().unwrap(),
@@ -319,7 +410,7 @@ async fn an_application_without_forms_is_refused() {
     )
     .await
     .err()
-    .expect("no forms for tpcc");
-    assert!(matches!(&error, GatewayError::UnknownApplication(name) if name == "tpcc"));
+    .expect("no forms for chess");
+    assert!(matches!(&error, GatewayError::UnknownApplication(name) if name == "chess"));
     endpoint.shutdown().await;
 }

@@ -1,0 +1,840 @@
+//! The five transaction programs (clauses 2.4 to 2.8).
+//!
+//! Every database node must reach the same state and return the same result bytes, so the
+//! programs read no clock, no randomness and no database default: every value written comes
+//! from the operation or from rows read in the same transaction. Rows are ordered only by
+//! integer columns; the one ordering by text (customers by first name) is done in Rust on the
+//! bytes, because PostgreSQL sorts text by the database's locale and SQLite by bytes.
+//!
+//! Arithmetic on stored values is checked: a value no run of the benchmark can reach is
+//! corrupt state ([`ExecError::Corrupt`]), never a wrap, a panic, or an SQL overflow (which
+//! PostgreSQL reports and SQLite turns into a floating-point value).
+//!
+//! An input that names nothing (an unknown warehouse, district or customer) is refused with
+//! [`TpccResult::Invalid`] before the program writes anything, so a refusal leaves the
+//! database unchanged. New-Order's unused item is only found while the order is being
+//! written; it rolls back to a savepoint, as clause 2.4.2.3 requires.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, AnyConnection, AssertSqlSafe, Decode, Row, Type};
+
+use dbvote::ExecError;
+
+use crate::txn::{
+    Address, CustomerSelector, Delivery, DeliveryResult, InvalidInput, LastOrder, NewOrder,
+    NewOrderLine, NewOrderLineResult, NewOrderResult, OrderStatus, OrderStatusLine,
+    OrderStatusResult, Payment, PaymentResult, StockLevel, StockLevelResult, TpccOp, TpccResult,
+};
+
+/// Runs `op` inside the executor's open transaction.
+///
+/// Input out of the specification's ranges or naming nothing is a [`TpccResult::Invalid`]
+/// (identical on every node); `Err` only for a failing database or corrupt tables, and the
+/// executor then rolls back whatever the program wrote.
+pub(crate) async fn run(tx: &mut AnyConnection, op: &TpccOp) -> Result<TpccResult, ExecError> {
+    // The program does not know how many warehouses the cluster serves; the ones that do
+    // not exist are found in the database.
+    if let Err(invalid) = op.validate(u32::MAX) {
+        return Ok(TpccResult::Invalid(invalid));
+    }
+    let outcome = match op {
+        TpccOp::NewOrder(o) => new_order(tx, o).await,
+        TpccOp::Payment(p) => payment(tx, p).await,
+        TpccOp::OrderStatus(o) => order_status(tx, o).await,
+        TpccOp::Delivery(d) => delivery(tx, d).await,
+        TpccOp::StockLevel(s) => stock_level(tx, s).await,
+    };
+    match outcome {
+        Ok(result) => Ok(result),
+        Err(Stop::Refused(invalid)) => Ok(TpccResult::Invalid(invalid)),
+        Err(Stop::Failed(error)) => Err(error),
+    }
+}
+
+/// Why a program ended without its screen.
+enum Stop {
+    /// An input names nothing. Raised only before the program's first write, so nothing
+    /// changed.
+    Refused(InvalidInput),
+    /// The database failed or holds what the programs never write.
+    Failed(ExecError),
+}
+
+impl From<ExecError> for Stop {
+    fn from(error: ExecError) -> Stop {
+        Stop::Failed(error)
+    }
+}
+
+impl From<sqlx::Error> for Stop {
+    fn from(error: sqlx::Error) -> Stop {
+        Stop::Failed(ExecError::Sql(error))
+    }
+}
+
+type Program = Result<TpccResult, Stop>;
+
+fn refuse(field: &str, problem: String) -> Stop {
+    Stop::Refused(InvalidInput {
+        field: field.to_owned(),
+        problem,
+    })
+}
+
+fn corrupt(what: String) -> Stop {
+    Stop::Failed(ExecError::Corrupt(what))
+}
+
+/// A column of a row read by a program. A value that does not decode (a `NULL` in a column
+/// the programs always fill, text in an integer column) is corrupt state, not a database
+/// failure.
+fn get<'r, T: Decode<'r, Any> + Type<Any>>(row: &'r AnyRow, column: &str) -> Result<T, Stop> {
+    row.try_get(column)
+        .map_err(|e| corrupt(format!("column {column}: {e}")))
+}
+
+/// `value + delta` for a stored counter or amount.
+fn add(value: i64, delta: i64, what: &str) -> Result<i64, Stop> {
+    value
+        .checked_add(delta)
+        .ok_or_else(|| corrupt(format!("{what} {value} + {delta} overflows")))
+}
+
+/// The five address columns `{prefix}_street_1` ... `{prefix}_zip`.
+fn address(row: &AnyRow, prefix: &str) -> Result<Address, Stop> {
+    let text = |suffix: &str| get::<String>(row, &format!("{prefix}_{suffix}"));
+    Ok(Address {
+        street_1: text("street_1")?,
+        street_2: text("street_2")?,
+        city: text("city")?,
+        state: text("state")?,
+        zip: text("zip")?,
+    })
+}
+
+struct Warehouse {
+    name: String,
+    address: Address,
+    /// 1/10000.
+    tax: i64,
+    /// Cents.
+    ytd: i64,
+}
+
+/// Warehouse `w_id`, or a refusal naming `field` (the input that named it) if it does not
+/// exist.
+async fn read_warehouse(tx: &mut AnyConnection, field: &str, w_id: u32) -> Result<Warehouse, Stop> {
+    let row = sqlx::query(
+        "SELECT w_name, w_street_1, w_street_2, w_city, w_state, w_zip, w_tax, w_ytd \
+         FROM warehouse WHERE w_id = $1",
+    )
+    .bind(i64::from(w_id))
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| refuse(field, format!("warehouse {w_id} does not exist")))?;
+    Ok(Warehouse {
+        name: get(&row, "w_name")?,
+        address: address(&row, "w")?,
+        tax: get(&row, "w_tax")?,
+        ytd: get(&row, "w_ytd")?,
+    })
+}
+
+struct District {
+    name: String,
+    address: Address,
+    /// 1/10000.
+    tax: i64,
+    /// Cents.
+    ytd: i64,
+    next_o_id: i64,
+}
+
+/// District `d_id` of warehouse `w_id` (known to exist), or a refusal naming `field`.
+async fn read_district(
+    tx: &mut AnyConnection,
+    field: &str,
+    w_id: u32,
+    d_id: u32,
+) -> Result<District, Stop> {
+    let row = sqlx::query(
+        "SELECT d_name, d_street_1, d_street_2, d_city, d_state, d_zip, d_tax, d_ytd, \
+         d_next_o_id FROM district WHERE d_w_id = $1 AND d_id = $2",
+    )
+    .bind(i64::from(w_id))
+    .bind(i64::from(d_id))
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| {
+        refuse(
+            field,
+            format!("district {d_id} of warehouse {w_id} does not exist"),
+        )
+    })?;
+    Ok(District {
+        name: get(&row, "d_name")?,
+        address: address(&row, "d")?,
+        tax: get(&row, "d_tax")?,
+        ytd: get(&row, "d_ytd")?,
+        next_o_id: get(&row, "d_next_o_id")?,
+    })
+}
+
+/// The customer columns that New-Order, Payment, Order-Status and Delivery read.
+struct Customer {
+    id: i64,
+    first: String,
+    middle: String,
+    last: String,
+    address: Address,
+    phone: String,
+    since: i64,
+    credit: String,
+    /// Cents.
+    credit_lim: i64,
+    /// 1/10000.
+    discount: i64,
+    /// Cents.
+    balance: i64,
+    /// Cents.
+    ytd_payment: i64,
+    payment_cnt: i64,
+    delivery_cnt: i64,
+    data: String,
+}
+
+/// Customer `c_id` of district (`w_id`, `d_id`), if it exists.
+async fn read_customer(
+    tx: &mut AnyConnection,
+    w_id: i64,
+    d_id: i64,
+    c_id: i64,
+) -> Result<Option<Customer>, Stop> {
+    let row = sqlx::query(
+        "SELECT c_first, c_middle, c_last, c_street_1, c_street_2, c_city, c_state, c_zip, \
+         c_phone, c_since, c_credit, c_credit_lim, c_discount, c_balance, c_ytd_payment, \
+         c_payment_cnt, c_delivery_cnt, c_data \
+         FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_id = $3",
+    )
+    .bind(w_id)
+    .bind(d_id)
+    .bind(c_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(Customer {
+        id: c_id,
+        first: get(&row, "c_first")?,
+        middle: get(&row, "c_middle")?,
+        last: get(&row, "c_last")?,
+        address: address(&row, "c")?,
+        phone: get(&row, "c_phone")?,
+        since: get(&row, "c_since")?,
+        credit: get(&row, "c_credit")?,
+        credit_lim: get(&row, "c_credit_lim")?,
+        discount: get(&row, "c_discount")?,
+        balance: get(&row, "c_balance")?,
+        ytd_payment: get(&row, "c_ytd_payment")?,
+        payment_cnt: get(&row, "c_payment_cnt")?,
+        delivery_cnt: get(&row, "c_delivery_cnt")?,
+        data: get(&row, "c_data")?,
+    }))
+}
+
+/// The customer Payment and Order-Status name (clauses 2.5.2.2 and 2.6.2.2), by id or by last
+/// name, in district (`w_id`, `d_id`), which is known to exist.
+async fn select_customer(
+    tx: &mut AnyConnection,
+    w_id: u32,
+    d_id: u32,
+    selector: &CustomerSelector,
+) -> Result<Customer, Stop> {
+    let c_id = match selector {
+        CustomerSelector::Id(c_id) => i64::from(*c_id),
+        CustomerSelector::LastName(c_last) => customer_by_last_name(tx, w_id, d_id, c_last).await?,
+    };
+    read_customer(tx, i64::from(w_id), i64::from(d_id), c_id)
+        .await?
+        .ok_or_else(|| unknown_customer(w_id, d_id, c_id))
+}
+
+fn unknown_customer(w_id: u32, d_id: u32, c_id: i64) -> Stop {
+    refuse(
+        "c_id",
+        format!("customer {c_id} of district {d_id} of warehouse {w_id} does not exist"),
+    )
+}
+
+/// The id of the customer at position ⌈n/2⌉ of the `n` customers of the district whose last
+/// name is `c_last`, sorted by first name (clause 2.5.2.2).
+///
+/// Sorted here, by the bytes of `c_first` and then by `c_id`, rather than with `ORDER BY
+/// c_first`: PostgreSQL would sort by the database's locale and SQLite by bytes, and nodes on
+/// the two backends would pick different customers. The id breaks ties between equal first
+/// names so that the order is total.
+async fn customer_by_last_name(
+    tx: &mut AnyConnection,
+    w_id: u32,
+    d_id: u32,
+    c_last: &str,
+) -> Result<i64, Stop> {
+    let rows = sqlx::query(
+        "SELECT c_id, c_first FROM customer WHERE c_w_id = $1 AND c_d_id = $2 AND c_last = $3",
+    )
+    .bind(i64::from(w_id))
+    .bind(i64::from(d_id))
+    .bind(c_last)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut customers = rows
+        .iter()
+        .map(|row| Ok((get::<String>(row, "c_first")?, get::<i64>(row, "c_id")?)))
+        .collect::<Result<Vec<_>, Stop>>()?;
+    customers.sort_unstable_by(|a, b| (a.0.as_bytes(), a.1).cmp(&(b.0.as_bytes(), b.1)));
+    // Position ⌈n/2⌉ counted from 1 is index ⌈n/2⌉ - 1 = (n - 1) / 2.
+    match customers.get(customers.len().saturating_sub(1) / 2) {
+        Some(&(_, c_id)) => Ok(c_id),
+        None => Err(refuse(
+            "c_last",
+            format!(
+                "no customer of district {d_id} of warehouse {w_id} has the last name {c_last:?}"
+            ),
+        )),
+    }
+}
+
+/// New-Order (clause 2.4.2.2).
+///
+/// Everything that can refuse the order (warehouse, district, customer, supply warehouses) is
+/// looked up before the first write. The items are looked up while the order is written, as
+/// in the specification; an unused item rolls everything back to the savepoint taken before
+/// the first write (clause 2.4.2.3).
+async fn new_order(tx: &mut AnyConnection, o: &NewOrder) -> Program {
+    let warehouse = read_warehouse(tx, "w_id", o.w_id).await?;
+    let district = read_district(tx, "d_id", o.w_id, o.d_id).await?;
+    let c_id = i64::from(o.c_id);
+    let customer = read_customer(tx, i64::from(o.w_id), i64::from(o.d_id), c_id)
+        .await?
+        .ok_or_else(|| unknown_customer(o.w_id, o.d_id, c_id))?;
+    for (n, line) in o.lines.iter().enumerate() {
+        if line.supply_w_id != o.w_id {
+            let field = format!("ol_supply_w_id_{}", n + 1);
+            read_warehouse(tx, &field, line.supply_w_id).await?;
+        }
+    }
+
+    let o_id = district.next_o_id;
+    sqlx::raw_sql("SAVEPOINT tpcc_new_order")
+        .execute(&mut *tx)
+        .await?;
+    let entered = enter_order(tx, o, o_id).await?;
+    if entered.is_none() {
+        sqlx::raw_sql("ROLLBACK TO SAVEPOINT tpcc_new_order")
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::raw_sql("RELEASE SAVEPOINT tpcc_new_order")
+        .execute(&mut *tx)
+        .await?;
+    let Some(lines) = entered else {
+        return Ok(TpccResult::NewOrderRolledBack {
+            w_id: i64::from(o.w_id),
+            d_id: i64::from(o.d_id),
+            c_id,
+            o_id,
+            c_last: customer.last,
+            c_credit: customer.credit,
+        });
+    };
+
+    let amounts = lines.iter().map(|l| i128::from(l.ol_amount)).sum();
+    let total_amount = total_amount(amounts, customer.discount, warehouse.tax, district.tax)?;
+    Ok(TpccResult::NewOrder(NewOrderResult {
+        w_id: i64::from(o.w_id),
+        d_id: i64::from(o.d_id),
+        c_id,
+        c_last: customer.last,
+        c_credit: customer.credit,
+        c_discount: customer.discount,
+        o_id,
+        o_ol_cnt: o.lines.len() as i64,
+        o_entry_d: o.entry_d,
+        w_tax: warehouse.tax,
+        d_tax: district.tax,
+        lines,
+        total_amount,
+    }))
+}
+
+/// Writes order `o_id`: the district's next order id, the order, its new-order row and its
+/// lines with their stock. `None` if an item does not exist; the caller then rolls back what
+/// was written.
+async fn enter_order(
+    tx: &mut AnyConnection,
+    o: &NewOrder,
+    o_id: i64,
+) -> Result<Option<Vec<NewOrderLineResult>>, Stop> {
+    let w_id = i64::from(o.w_id);
+    let d_id = i64::from(o.d_id);
+    sqlx::query("UPDATE district SET d_next_o_id = $1 WHERE d_w_id = $2 AND d_id = $3")
+        .bind(add(o_id, 1, "d_next_o_id")?)
+        .bind(w_id)
+        .bind(d_id)
+        .execute(&mut *tx)
+        .await?;
+    let all_local = o.lines.iter().all(|l| l.supply_w_id == o.w_id);
+    sqlx::query(
+        "INSERT INTO orders (o_id, o_d_id, o_w_id, o_c_id, o_entry_d, o_carrier_id, o_ol_cnt, \
+         o_all_local) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
+    )
+    .bind(o_id)
+    .bind(d_id)
+    .bind(w_id)
+    .bind(i64::from(o.c_id))
+    .bind(o.entry_d)
+    .bind(o.lines.len() as i64)
+    .bind(i64::from(all_local))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO new_order (no_o_id, no_d_id, no_w_id) VALUES ($1, $2, $3)")
+        .bind(o_id)
+        .bind(d_id)
+        .bind(w_id)
+        .execute(&mut *tx)
+        .await?;
+
+    let mut lines = Vec::with_capacity(o.lines.len());
+    for (ol_number, line) in (1..).zip(&o.lines) {
+        match order_line(tx, o, o_id, ol_number, line).await? {
+            Some(result) => lines.push(result),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(lines))
+}
+
+/// Line `ol_number` of order `o_id`: takes the quantity from the supply warehouse's stock and
+/// writes the order line. `None` if the item does not exist.
+async fn order_line(
+    tx: &mut AnyConnection,
+    o: &NewOrder,
+    o_id: i64,
+    ol_number: i64,
+    line: &NewOrderLine,
+) -> Result<Option<NewOrderLineResult>, Stop> {
+    let i_id = i64::from(line.i_id);
+    let supply_w_id = i64::from(line.supply_w_id);
+    let quantity = i64::from(line.quantity);
+    let item = sqlx::query("SELECT i_price, i_name, i_data FROM item WHERE i_id = $1")
+        .bind(i_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(item) = item else { return Ok(None) };
+    let i_price: i64 = get(&item, "i_price")?;
+    let i_name: String = get(&item, "i_name")?;
+    let i_data: String = get(&item, "i_data")?;
+
+    // d_id is in 1..=10 (validated), so this names one of the ten s_dist columns.
+    let s_dist = format!("s_dist_{:02}", o.d_id);
+    let stock = sqlx::query(AssertSqlSafe(format!(
+        "SELECT s_quantity, {s_dist} AS s_dist, s_data, s_ytd, s_order_cnt, s_remote_cnt \
+         FROM stock WHERE s_w_id = $1 AND s_i_id = $2"
+    )))
+    .bind(supply_w_id)
+    .bind(i_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| {
+        corrupt(format!(
+            "item {i_id} has no stock in warehouse {supply_w_id}"
+        ))
+    })?;
+    let s_quantity: i64 = get(&stock, "s_quantity")?;
+    let dist_info: String = get(&stock, "s_dist")?;
+    let s_data: String = get(&stock, "s_data")?;
+    let s_ytd: i64 = get(&stock, "s_ytd")?;
+    let s_order_cnt: i64 = get(&stock, "s_order_cnt")?;
+    let s_remote_cnt: i64 = get(&stock, "s_remote_cnt")?;
+
+    // Restocked by 91 when fewer than 10 would remain.
+    let s_quantity = if s_quantity >= add(quantity, 10, "ol_quantity")? {
+        s_quantity - quantity
+    } else {
+        add(s_quantity - quantity, 91, "s_quantity")?
+    };
+    let remote = i64::from(line.supply_w_id != o.w_id);
+    sqlx::query(
+        "UPDATE stock SET s_quantity = $1, s_ytd = $2, s_order_cnt = $3, s_remote_cnt = $4 \
+         WHERE s_w_id = $5 AND s_i_id = $6",
+    )
+    .bind(s_quantity)
+    .bind(add(s_ytd, quantity, "s_ytd")?)
+    .bind(add(s_order_cnt, 1, "s_order_cnt")?)
+    .bind(add(s_remote_cnt, remote, "s_remote_cnt")?)
+    .bind(supply_w_id)
+    .bind(i_id)
+    .execute(&mut *tx)
+    .await?;
+
+    let ol_amount = quantity
+        .checked_mul(i_price)
+        .ok_or_else(|| corrupt(format!("i_price {i_price} of item {i_id} overflows")))?;
+    sqlx::query(
+        "INSERT INTO order_line (ol_o_id, ol_d_id, ol_w_id, ol_number, ol_i_id, \
+         ol_supply_w_id, ol_delivery_d, ol_quantity, ol_amount, ol_dist_info) \
+         VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8, $9)",
+    )
+    .bind(o_id)
+    .bind(i64::from(o.d_id))
+    .bind(i64::from(o.w_id))
+    .bind(ol_number)
+    .bind(i_id)
+    .bind(supply_w_id)
+    .bind(quantity)
+    .bind(ol_amount)
+    .bind(dist_info)
+    .execute(&mut *tx)
+    .await?;
+
+    let original = i_data.contains("ORIGINAL") && s_data.contains("ORIGINAL");
+    Ok(Some(NewOrderLineResult {
+        supply_w_id,
+        i_id,
+        i_name,
+        quantity,
+        s_quantity,
+        brand_generic: if original { "B" } else { "G" }.to_owned(),
+        i_price,
+        ol_amount,
+    }))
+}
+
+/// New-Order's total in cents: `amounts × (1 − c_discount) × (1 + w_tax + d_tax)` with the
+/// rates in 1/10000, rounded half up (clause 2.4.2.2), in integers so that every node gets the
+/// same cent.
+fn total_amount(amounts: i128, c_discount: i64, w_tax: i64, d_tax: i64) -> Result<i64, Stop> {
+    const RATE: i128 = 10_000;
+    let overflow = || {
+        corrupt(format!("total of {amounts} cents at discount {c_discount}, taxes {w_tax} and {d_tax} overflows"))
+    };
+    let discounted = RATE - i128::from(c_discount);
+    let taxed = RATE + i128::from(w_tax) + i128::from(d_tax);
+    let exact = amounts
+        .checked_mul(discounted)
+        .and_then(|x| x.checked_mul(taxed))
+        .ok_or_else(overflow)?;
+    let cents = (exact + RATE * RATE / 2).div_euclid(RATE * RATE);
+    i64::try_from(cents).map_err(|_| overflow())
+}
+
+/// Payment (clause 2.5.2.2). Every lookup that can refuse the payment comes before the first
+/// write.
+async fn payment(tx: &mut AnyConnection, p: &Payment) -> Program {
+    let warehouse = read_warehouse(tx, "w_id", p.w_id).await?;
+    let district = read_district(tx, "d_id", p.w_id, p.d_id).await?;
+    if p.c_w_id != p.w_id {
+        read_warehouse(tx, "c_w_id", p.c_w_id).await?;
+    }
+    read_district(tx, "c_d_id", p.c_w_id, p.c_d_id).await?;
+    let customer = select_customer(tx, p.c_w_id, p.c_d_id, &p.customer).await?;
+
+    sqlx::query("UPDATE warehouse SET w_ytd = $1 WHERE w_id = $2")
+        .bind(add(warehouse.ytd, p.h_amount, "w_ytd")?)
+        .bind(i64::from(p.w_id))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE district SET d_ytd = $1 WHERE d_w_id = $2 AND d_id = $3")
+        .bind(add(district.ytd, p.h_amount, "d_ytd")?)
+        .bind(i64::from(p.w_id))
+        .bind(i64::from(p.d_id))
+        .execute(&mut *tx)
+        .await?;
+
+    let c_balance = add(customer.balance, -p.h_amount, "c_balance")?;
+    // A bad-credit customer's payment is recorded at the left of c_data, which keeps its first
+    // 500 characters; the screen shows the first 200.
+    let (c_data, shown) = if customer.credit == "BC" {
+        let entry = format!(
+            "{} {} {} {} {} {} {}",
+            customer.id, p.c_d_id, p.c_w_id, p.d_id, p.w_id, p.h_amount, customer.data
+        );
+        let c_data: String = entry.chars().take(500).collect();
+        let shown = c_data.chars().take(200).collect();
+        (c_data, shown)
+    } else {
+        (customer.data, String::new())
+    };
+    sqlx::query(
+        "UPDATE customer SET c_balance = $1, c_ytd_payment = $2, c_payment_cnt = $3, \
+         c_data = $4 WHERE c_w_id = $5 AND c_d_id = $6 AND c_id = $7",
+    )
+    .bind(c_balance)
+    .bind(add(customer.ytd_payment, p.h_amount, "c_ytd_payment")?)
+    .bind(add(customer.payment_cnt, 1, "c_payment_cnt")?)
+    .bind(c_data)
+    .bind(i64::from(p.c_w_id))
+    .bind(i64::from(p.c_d_id))
+    .bind(customer.id)
+    .execute(&mut *tx)
+    .await?;
+
+    sqlx::query(
+        "INSERT INTO history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, \
+         h_data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(customer.id)
+    .bind(i64::from(p.c_d_id))
+    .bind(i64::from(p.c_w_id))
+    .bind(i64::from(p.d_id))
+    .bind(i64::from(p.w_id))
+    .bind(p.h_date)
+    .bind(p.h_amount)
+    .bind(format!("{}    {}", warehouse.name, district.name))
+    .execute(&mut *tx)
+    .await?;
+
+    Ok(TpccResult::Payment(Box::new(PaymentResult {
+        w_id: i64::from(p.w_id),
+        d_id: i64::from(p.d_id),
+        c_id: customer.id,
+        c_w_id: i64::from(p.c_w_id),
+        c_d_id: i64::from(p.c_d_id),
+        h_date: p.h_date,
+        h_amount: p.h_amount,
+        w_address: warehouse.address,
+        d_address: district.address,
+        c_first: customer.first,
+        c_middle: customer.middle,
+        c_last: customer.last,
+        c_address: customer.address,
+        c_phone: customer.phone,
+        c_since: customer.since,
+        c_credit: customer.credit,
+        c_credit_lim: customer.credit_lim,
+        c_discount: customer.discount,
+        c_balance,
+        c_data: shown,
+    })))
+}
+
+/// Order-Status (clause 2.6.2.2): read only.
+async fn order_status(tx: &mut AnyConnection, o: &OrderStatus) -> Program {
+    read_warehouse(tx, "w_id", o.w_id).await?;
+    read_district(tx, "d_id", o.w_id, o.d_id).await?;
+    let customer = select_customer(tx, o.w_id, o.d_id, &o.customer).await?;
+    let order = last_order(tx, o.w_id, o.d_id, customer.id).await?;
+    Ok(TpccResult::OrderStatus(OrderStatusResult {
+        w_id: i64::from(o.w_id),
+        d_id: i64::from(o.d_id),
+        c_id: customer.id,
+        c_first: customer.first,
+        c_middle: customer.middle,
+        c_last: customer.last,
+        c_balance: customer.balance,
+        order,
+    }))
+}
+
+/// The customer's order with the largest id (order ids grow with time), with its lines.
+async fn last_order(
+    tx: &mut AnyConnection,
+    w_id: u32,
+    d_id: u32,
+    c_id: i64,
+) -> Result<Option<LastOrder>, Stop> {
+    let order = sqlx::query(
+        "SELECT o_id, o_entry_d, o_carrier_id FROM orders \
+         WHERE o_w_id = $1 AND o_d_id = $2 AND o_c_id = $3 ORDER BY o_id DESC LIMIT 1",
+    )
+    .bind(i64::from(w_id))
+    .bind(i64::from(d_id))
+    .bind(c_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order) = order else { return Ok(None) };
+    let o_id: i64 = get(&order, "o_id")?;
+    let rows = sqlx::query(
+        "SELECT ol_supply_w_id, ol_i_id, ol_quantity, ol_amount, ol_delivery_d FROM order_line \
+         WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3 ORDER BY ol_number",
+    )
+    .bind(i64::from(w_id))
+    .bind(i64::from(d_id))
+    .bind(o_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let lines = rows
+        .iter()
+        .map(|row| {
+            Ok(OrderStatusLine {
+                supply_w_id: get(row, "ol_supply_w_id")?,
+                i_id: get(row, "ol_i_id")?,
+                quantity: get(row, "ol_quantity")?,
+                amount: get(row, "ol_amount")?,
+                delivery_d: get(row, "ol_delivery_d")?,
+            })
+        })
+        .collect::<Result<_, Stop>>()?;
+    Ok(Some(LastOrder {
+        o_id,
+        o_entry_d: get(&order, "o_entry_d")?,
+        o_carrier_id: get(&order, "o_carrier_id")?,
+        lines,
+    }))
+}
+
+/// Delivery (clause 2.7.4.2): the oldest undelivered order of every district of the
+/// warehouse, in district order. The districts are read from the table because a scaled-down
+/// database may have fewer than ten.
+async fn delivery(tx: &mut AnyConnection, d: &Delivery) -> Program {
+    read_warehouse(tx, "w_id", d.w_id).await?;
+    let rows = sqlx::query("SELECT d_id FROM district WHERE d_w_id = $1 ORDER BY d_id")
+        .bind(i64::from(d.w_id))
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut delivered = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let d_id: i64 = get(row, "d_id")?;
+        delivered.push((d_id, deliver_oldest(tx, d, d_id).await?));
+    }
+    Ok(TpccResult::Delivery(DeliveryResult {
+        w_id: i64::from(d.w_id),
+        o_carrier_id: i64::from(d.o_carrier_id),
+        delivered,
+    }))
+}
+
+/// Delivers the district's oldest undelivered order and returns its id; `None` (the district
+/// is skipped) if it has none.
+async fn deliver_oldest(
+    tx: &mut AnyConnection,
+    d: &Delivery,
+    d_id: i64,
+) -> Result<Option<i64>, Stop> {
+    let w_id = i64::from(d.w_id);
+    let oldest = sqlx::query(
+        "SELECT no_o_id FROM new_order WHERE no_w_id = $1 AND no_d_id = $2 \
+         ORDER BY no_o_id LIMIT 1",
+    )
+    .bind(w_id)
+    .bind(d_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(oldest) = oldest else {
+        return Ok(None);
+    };
+    let o_id: i64 = get(&oldest, "no_o_id")?;
+    sqlx::query("DELETE FROM new_order WHERE no_w_id = $1 AND no_d_id = $2 AND no_o_id = $3")
+        .bind(w_id)
+        .bind(d_id)
+        .bind(o_id)
+        .execute(&mut *tx)
+        .await?;
+
+    let order =
+        sqlx::query("SELECT o_c_id FROM orders WHERE o_w_id = $1 AND o_d_id = $2 AND o_id = $3")
+            .bind(w_id)
+            .bind(d_id)
+            .bind(o_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "new order {o_id} of district {d_id} of warehouse {w_id} has no order row"
+                ))
+            })?;
+    let c_id: i64 = get(&order, "o_c_id")?;
+    sqlx::query(
+        "UPDATE orders SET o_carrier_id = $1 WHERE o_w_id = $2 AND o_d_id = $3 AND o_id = $4",
+    )
+    .bind(i64::from(d.o_carrier_id))
+    .bind(w_id)
+    .bind(d_id)
+    .bind(o_id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE order_line SET ol_delivery_d = $1 \
+         WHERE ol_w_id = $2 AND ol_d_id = $3 AND ol_o_id = $4",
+    )
+    .bind(d.delivery_d)
+    .bind(w_id)
+    .bind(d_id)
+    .bind(o_id)
+    .execute(&mut *tx)
+    .await?;
+    // Summed here: PostgreSQL's SUM(BIGINT) is NUMERIC, which the Any driver cannot decode.
+    let amounts = sqlx::query(
+        "SELECT ol_amount FROM order_line WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id = $3",
+    )
+    .bind(w_id)
+    .bind(d_id)
+    .bind(o_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut amount = 0i64;
+    for row in &amounts {
+        amount = add(amount, get(row, "ol_amount")?, "ol_amount sum")?;
+    }
+
+    let customer = read_customer(tx, w_id, d_id, c_id).await?.ok_or_else(|| {
+        corrupt(format!(
+            "order {o_id} of district {d_id} of warehouse {w_id} names customer {c_id}, \
+             who does not exist"
+        ))
+    })?;
+    sqlx::query(
+        "UPDATE customer SET c_balance = $1, c_delivery_cnt = $2 \
+         WHERE c_w_id = $3 AND c_d_id = $4 AND c_id = $5",
+    )
+    .bind(add(customer.balance, amount, "c_balance")?)
+    .bind(add(customer.delivery_cnt, 1, "c_delivery_cnt")?)
+    .bind(w_id)
+    .bind(d_id)
+    .bind(c_id)
+    .execute(&mut *tx)
+    .await?;
+    Ok(Some(o_id))
+}
+
+/// Stock-Level (clause 2.8.2.2): read only.
+async fn stock_level(tx: &mut AnyConnection, s: &StockLevel) -> Program {
+    read_warehouse(tx, "w_id", s.w_id).await?;
+    let district = read_district(tx, "d_id", s.w_id, s.d_id).await?;
+    let row = sqlx::query(
+        "SELECT COUNT(DISTINCT s_i_id) AS low_stock FROM order_line \
+         JOIN stock ON s_w_id = ol_w_id AND s_i_id = ol_i_id \
+         WHERE ol_w_id = $1 AND ol_d_id = $2 AND ol_o_id >= $3 AND ol_o_id < $4 \
+         AND s_quantity < $5",
+    )
+    .bind(i64::from(s.w_id))
+    .bind(i64::from(s.d_id))
+    .bind(district.next_o_id.saturating_sub(20))
+    .bind(district.next_o_id)
+    .bind(i64::from(s.threshold))
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(TpccResult::StockLevel(StockLevelResult {
+        w_id: i64::from(s.w_id),
+        d_id: i64::from(s.d_id),
+        threshold: i64::from(s.threshold),
+        low_stock: get(&row, "low_stock")?,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn total_amount_rounds_half_up_to_the_cent() {
+        // 100.00 at no discount and no tax.
+        assert_eq!(total_amount(10_000, 0, 0, 0).ok(), Some(10_000));
+        // 0.01 × 0.5 = 0.005: half a cent rounds up; 0.01 × 0.4999 rounds down.
+        assert_eq!(total_amount(1, 5_000, 0, 0).ok(), Some(1));
+        assert_eq!(total_amount(1, 5_001, 0, 0).ok(), Some(0));
+        // 1,107.45 × 0.8766 × 1.15 = 1,116.4092705.
+        assert_eq!(total_amount(110_745, 1_234, 1_000, 500).ok(), Some(111_641));
+        assert!(total_amount(i128::MAX, 0, 0, 0).is_err());
+        assert!(total_amount(i128::from(i64::MAX), 0, 10_000, 0).is_err());
+    }
+}
