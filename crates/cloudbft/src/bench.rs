@@ -97,6 +97,16 @@ impl Percentiles {
     }
 }
 
+/// A benchmark's working directory: `data_dir`, which must not exist yet, or a new temporary
+/// directory (which the caller removes after the run).
+pub fn work_dir(data_dir: Option<&std::path::Path>, prefix: &str) -> Result<PathBuf> {
+    Ok(match data_dir {
+        Some(d) if d.exists() => bail!("--data-dir {} exists: use a new one", d.display()),
+        Some(d) => d.to_path_buf(),
+        None => tempfile::Builder::new().prefix(prefix).tempdir()?.keep(),
+    })
+}
+
 /// What the measurements ran on.
 pub fn machine() -> String {
     format!(
@@ -106,14 +116,7 @@ pub fn machine() -> String {
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
-    let dir = match &args.data_dir {
-        Some(d) if d.exists() => bail!("--data-dir {} exists: use a new one", d.display()),
-        Some(d) => d.clone(),
-        None => tempfile::Builder::new()
-            .prefix("cloudbft-bench-")
-            .tempdir()?
-            .keep(),
-    };
+    let dir = work_dir(args.data_dir.as_deref(), "cloudbft-bench-")?;
     let partitions = (2 * args.groups).max(2);
     let keygen = KeygenArgs {
         out: dir.clone(),

@@ -3,7 +3,7 @@
 //! transaction programs on one database with no replication; prints tpmC and per-type latency
 //! percentiles, checks the consistency conditions and compares the database nodes' digests.
 
-use crate::bench::{empty_databases, Percentiles};
+use crate::bench::{empty_databases, work_dir, Percentiles};
 use crate::keygen::{DbKind, KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use crate::tpcc_cmd::{connect, load_database, verify, ScaleArgs};
@@ -167,14 +167,7 @@ fn unix_now() -> i64 {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let dir = match &args.data_dir {
-        Some(d) if d.exists() => bail!("--data-dir {} exists: use a new one", d.display()),
-        Some(d) => d.clone(),
-        None => tempfile::Builder::new()
-            .prefix("cloudbft-tpcc-")
-            .tempdir()?
-            .keep(),
-    };
+    let dir = work_dir(args.data_dir.as_deref(), "cloudbft-tpcc-")?;
     let warehouses = args.warehouses.unwrap_or(2 * args.groups).max(1);
     let terminals = args.terminals.unwrap_or(10 * u64::from(warehouses)).max(1);
     let runtime = tokio::runtime::Runtime::new()?;

@@ -7,7 +7,7 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::Demo;
+use common::{Demo, PgDatabases};
 use dbvote::bank::{Bank, BankOp};
 use dbvote::executor::Executor;
 use proto::config::Cluster;
@@ -192,35 +192,6 @@ fn bank_cluster_with_tpm_usig() {
 
 #[test]
 fn bank_cluster_on_postgres() {
-    let server = std::env::var("CLOUDBFT_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres".into());
-    let server = server.trim_end_matches("/postgres").to_string();
-    let prefix = format!("cloudbft_t{}", std::process::id());
-    run(
-        61300,
-        &[
-            "--db",
-            "postgres",
-            "--postgres",
-            &server,
-            "--db-prefix",
-            &prefix,
-        ],
-    );
-    // Leave no databases behind.
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        use sqlx::Connection;
-        sqlx::any::install_default_drivers();
-        let mut admin = sqlx::AnyConnection::connect(&format!("{server}/postgres"))
-            .await
-            .expect("PostgreSQL runs (.ci/postgres-up starts one)");
-        for id in 11..=13 {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {prefix}_node_{id}"
-            )))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        }
-    });
+    let databases = PgDatabases::new("t");
+    run(61300, &databases.args());
 }

@@ -3,6 +3,8 @@
 //! then every database node passes the twelve consistency conditions and all digests are
 //! identical, on SQLite and on PostgreSQL; and the unreplicated baseline runs the same programs.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -149,3 +149,52 @@ impl Drop for TestDb {
         }
     }
 }
+
+/// Assigns global order ids and per-partition positions as the ordering layer does: a
+/// multi-partition operation is positioned on every partition.
+pub struct Sequencer {
+    order: u64,
+    seq: Vec<u64>,
+}
+
+impl Sequencer {
+    /// A sequencer for a configuration of `partitions` partitions.
+    pub fn new(partitions: u32) -> Sequencer {
+        Sequencer {
+            order: 0,
+            seq: vec![0; partitions as usize],
+        }
+    }
+
+    /// The next execution, for an operation that touches `touched` (panics on a partition
+    /// outside the configuration: tests only).
+    pub fn next(
+        &mut self,
+        touched: Vec<crate::PartitionId>,
+        operation: Vec<u8>,
+    ) -> crate::Execution {
+        self.order += 1;
+        let positioned = if touched.len() > 1 {
+            (0..self.seq.len() as crate::PartitionId).collect()
+        } else {
+            touched
+        };
+        let positions = positioned
+            .into_iter()
+            .map(|p| {
+                self.seq[p as usize] += 1;
+                (p, self.seq[p as usize])
+            })
+            .collect();
+        crate::Execution {
+            order: self.order,
+            positions,
+            operation,
+        }
+    }
+
+    /// The next execution of a bank operation.
+    pub fn bank(&mut self, op: &crate::BankOp) -> crate::Execution {
+        self.next(op.partitions(), op.encode())
+    }
+}

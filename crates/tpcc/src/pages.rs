@@ -330,7 +330,7 @@ fn address(a: &Address) -> String {
 }
 
 /// `text` with the characters that are special in HTML text and attribute values escaped.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

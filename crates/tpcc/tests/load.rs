@@ -252,36 +252,12 @@ async fn sqlite_and_postgres_load_the_same_data() {
     assert_eq!(sqlite, postgres);
 }
 
-macro_rules! on_backend {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn deterministic_per_seed() {
-                super::deterministic_per_seed($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn cardinalities_follow_the_specification() {
-                super::cardinalities_follow_the_specification($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn fresh_database_is_consistent() {
-                super::fresh_database_is_consistent($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn broken_database_fails_the_right_conditions() {
-                super::broken_database_fails_the_right_conditions($kind).await;
-            }
-        }
-    };
-}
-
-on_backend!(sqlite, Kind::Sqlite);
-on_backend!(postgres, Kind::Postgres);
+common::on_both_backends!(
+    deterministic_per_seed,
+    cardinalities_follow_the_specification,
+    fresh_database_is_consistent,
+    broken_database_fails_the_right_conditions,
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_load_identical_data() {

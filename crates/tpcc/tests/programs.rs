@@ -7,7 +7,8 @@
 mod common;
 
 use common::{fresh, Kind, TestDb};
-use dbvote::{Application, Execution, Executor, Outcome, PartitionId};
+use dbvote::testing::Sequencer;
+use dbvote::{Application, Execution, Executor, Outcome};
 use sqlx::any::{AnyRow, AnyTypeInfoKind};
 use sqlx::{AnyConnection, AssertSqlSafe, Connection, FromRow, Row, ValueRef};
 use std::collections::BTreeSet;
@@ -54,14 +55,14 @@ impl Node {
         Node {
             exec,
             conn,
-            seq: Sequencer::default(),
+            seq: Sequencer::new(WAREHOUSES),
             _db: db,
         }
     }
 
     /// Orders and executes `op`, returning its result bytes.
     async fn execute_bytes(&mut self, op: &TpccOp) -> Vec<u8> {
-        let execution = self.seq.next(op);
+        let execution = self.seq.next(op.partitions().unwrap(), op.encode());
         match self.exec.execute(&execution).await.unwrap() {
             Outcome::Executed(bytes) => bytes,
             other => panic!("{op:?}: expected Executed, got {other:?}"),
@@ -75,7 +76,10 @@ impl Node {
 
     /// Executes `ops` in one database transaction (one executor batch).
     async fn execute_batch(&mut self, ops: &[TpccOp]) -> Vec<TpccResult> {
-        let executions: Vec<Execution> = ops.iter().map(|op| self.seq.next(op)).collect();
+        let executions: Vec<Execution> = ops
+            .iter()
+            .map(|op| self.seq.next(op.partitions().unwrap(), op.encode()))
+            .collect();
         self.exec
             .execute_batch(&executions)
             .await
@@ -150,38 +154,6 @@ impl Node {
                     result.number, result.description, result.detail
                 );
             }
-        }
-    }
-}
-
-/// Assigns order ids and per-partition positions as the ordering layer does: a
-/// multi-partition operation is positioned on every partition.
-#[derive(Default)]
-struct Sequencer {
-    order: u64,
-    seq: [u64; WAREHOUSES as usize],
-}
-
-impl Sequencer {
-    fn next(&mut self, op: &TpccOp) -> Execution {
-        self.order += 1;
-        let touched = op.partitions().unwrap();
-        let positioned: Vec<PartitionId> = if touched.len() > 1 {
-            (0..WAREHOUSES).collect()
-        } else {
-            touched
-        };
-        let positions = positioned
-            .into_iter()
-            .map(|p| {
-                self.seq[p as usize] += 1;
-                (p, self.seq[p as usize])
-            })
-            .collect();
-        Execution {
-            order: self.order,
-            positions,
-            operation: op.encode(),
         }
     }
 }
@@ -1261,48 +1233,12 @@ async fn backends_agree_on_a_mixed_run() {
     assert!(remote.count() > 0, "some operations are multi-partition");
 }
 
-macro_rules! on_backend {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn new_order_follows_the_specification() {
-                super::new_order_follows_the_specification($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn unused_item_rolls_back() {
-                super::unused_item_rolls_back($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn payment_follows_the_specification() {
-                super::payment_follows_the_specification($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn order_status_shows_the_last_order() {
-                super::order_status_shows_the_last_order($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn delivery_follows_the_specification() {
-                super::delivery_follows_the_specification($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn stock_level_counts_low_stock() {
-                super::stock_level_counts_low_stock($kind).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn invalid_inputs_change_nothing() {
-                super::invalid_inputs_change_nothing($kind).await;
-            }
-        }
-    };
-}
-
-on_backend!(sqlite, Kind::Sqlite);
-on_backend!(postgres, Kind::Postgres);
+common::on_both_backends!(
+    new_order_follows_the_specification,
+    unused_item_rolls_back,
+    payment_follows_the_specification,
+    order_status_shows_the_last_order,
+    delivery_follows_the_specification,
+    stock_level_counts_low_stock,
+    invalid_inputs_change_nothing,
+);

@@ -7,21 +7,8 @@
 use super::forms::{slot, App, Field, Kind, LINE_COLUMNS, LINE_SLOTS};
 use std::fmt::Write;
 
-/// `text` with the characters that are special in HTML text and attribute values escaped.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// The replicas' escaping (`tpcc::pages`), so that gateway and replica pages agree on it.
+pub(crate) use tpcc::pages::escape;
 
 fn document(title: &str, body: &str) -> String {
     format!(

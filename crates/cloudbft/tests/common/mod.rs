@@ -103,3 +103,63 @@ impl Drop for Demo {
         }
     }
 }
+
+/// The PostgreSQL databases of one test's cluster: `--db postgres` flags naming the test server
+/// (`CLOUDBFT_TEST_POSTGRES`, else the one `.ci/postgres-up` sets up) and a database prefix of
+/// the test's own. Dropping it drops every database with that prefix.
+pub struct PgDatabases {
+    server: String,
+    prefix: String,
+}
+
+impl PgDatabases {
+    pub fn new(tag: &str) -> PgDatabases {
+        let server = std::env::var("CLOUDBFT_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres".into());
+        PgDatabases {
+            server: server.trim_end_matches("/postgres").to_string(),
+            prefix: format!("cloudbft_{tag}{}", std::process::id()),
+        }
+    }
+
+    /// The flags that put a cluster's databases there.
+    pub fn args(&self) -> [&str; 6] {
+        [
+            "--db",
+            "postgres",
+            "--postgres",
+            &self.server,
+            "--db-prefix",
+            &self.prefix,
+        ]
+    }
+}
+
+impl Drop for PgDatabases {
+    fn drop(&mut self) {
+        use sqlx::Connection;
+        let dropped = tokio::runtime::Runtime::new().unwrap().block_on(async {
+            sqlx::any::install_default_drivers();
+            let mut admin =
+                sqlx::AnyConnection::connect(&format!("{}/postgres", self.server)).await?;
+            let names: Vec<String> =
+                sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1")
+                    .bind(format!("{}\\_%", self.prefix))
+                    .fetch_all(&mut admin)
+                    .await?;
+            for name in names {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut admin)
+                .await?;
+            }
+            admin.close().await
+        });
+        if let Err(e) = dropped {
+            if !std::thread::panicking() {
+                panic!("could not drop the test's databases: {e}");
+            }
+        }
+    }
+}

@@ -53,44 +53,7 @@ pub async fn open(db: &TestDb, partitions: u32) -> Executor<Bank> {
 
 pub use proto::testing::Rng;
 
-/// Assigns global order ids and per-partition positions, as the ordering layer does.
-pub struct Sequencer {
-    partitions: u32,
-    order: u64,
-    seq: Vec<u64>,
-}
-
-impl Sequencer {
-    pub fn new(partitions: u32) -> Sequencer {
-        Sequencer {
-            partitions,
-            order: 0,
-            seq: vec![0; partitions as usize],
-        }
-    }
-
-    pub fn next(&mut self, op: &BankOp) -> Execution {
-        self.order += 1;
-        let touched = op.partitions();
-        let positioned: Vec<PartitionId> = if touched.len() > 1 {
-            (0..self.partitions).collect()
-        } else {
-            touched
-        };
-        let positions = positioned
-            .into_iter()
-            .map(|p| {
-                self.seq[p as usize] += 1;
-                (p, self.seq[p as usize])
-            })
-            .collect();
-        Execution {
-            order: self.order,
-            positions,
-            operation: op.encode(),
-        }
-    }
-}
+pub use dbvote::testing::Sequencer;
 
 pub const INITIAL_CENTS: u64 = 10_000;
 
@@ -102,7 +65,7 @@ pub fn workload(partitions: u32, accounts: u32, ops: usize, seed: u64) -> Vec<Ex
     let mut out = Vec::new();
     for branch in 0..partitions {
         for number in 0..accounts {
-            out.push(seq.next(&BankOp::Open {
+            out.push(seq.bank(&BankOp::Open {
                 branch,
                 number,
                 initial_cents: INITIAL_CENTS,
@@ -142,7 +105,7 @@ pub fn workload(partitions: u32, accounts: u32, ops: usize, seed: u64) -> Vec<Ex
             let (branch, number) = account(&mut rng, None);
             BankOp::Balance { branch, number }
         };
-        out.push(seq.next(&op));
+        out.push(seq.bank(&op));
     }
     out
 }
@@ -153,7 +116,7 @@ pub fn single_partition_workload(partitions: u32, ops: usize, seed: u64) -> Vec<
     let mut seq = Sequencer::new(partitions);
     let mut out = Vec::new();
     for branch in 0..partitions {
-        out.push(seq.next(&BankOp::Open {
+        out.push(seq.bank(&BankOp::Open {
             branch,
             number: 0,
             initial_cents: INITIAL_CENTS,
@@ -161,7 +124,7 @@ pub fn single_partition_workload(partitions: u32, ops: usize, seed: u64) -> Vec<
     }
     for _ in 0..ops {
         let branch = rng.below(u64::from(partitions)) as u32;
-        out.push(seq.next(&BankOp::Deposit {
+        out.push(seq.bank(&BankOp::Deposit {
             branch,
             number: 0,
             cents: 1 + rng.below(100),

@@ -98,7 +98,7 @@ pub async fn executes_in_order(kind: Kind) {
         ),
     ];
     for (op, expected) in &cases {
-        let execution = seq.next(op);
+        let execution = seq.bank(op);
         assert_eq!(
             executed(exec.execute(&execution).await.unwrap()),
             *expected,
@@ -179,16 +179,16 @@ pub async fn multi_partition_waits_on_all_partitions(kind: Kind) {
     let db = fresh(kind).await;
     let exec = open(&db, 3).await;
     let mut seq = Sequencer::new(3);
-    let o1 = seq.next(&open_op(0, 0, 100));
-    let o2 = seq.next(&open_op(1, 0, 100));
-    let o3 = seq.next(&open_op(2, 0, 100));
-    let o4 = seq.next(&BankOp::Transfer {
+    let o1 = seq.bank(&open_op(0, 0, 100));
+    let o2 = seq.bank(&open_op(1, 0, 100));
+    let o3 = seq.bank(&open_op(2, 0, 100));
+    let o4 = seq.bank(&BankOp::Transfer {
         from: (0, 0),
         to: (1, 0),
         cents: 60,
     });
-    let o5 = seq.next(&deposit_op(2, 0, 5));
-    let o6 = seq.next(&deposit_op(0, 0, 1));
+    let o5 = seq.bank(&deposit_op(2, 0, 5));
+    let o6 = seq.bank(&deposit_op(0, 0, 1));
     assert_eq!(o4.positions, vec![(0, 2), (1, 2), (2, 2)]);
 
     let gaps = |outcome| -> Vec<PartitionId> {
