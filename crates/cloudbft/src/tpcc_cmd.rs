@@ -4,7 +4,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use sqlx::Connection;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use tpcc::ScaleConfig;
@@ -77,9 +76,16 @@ impl ScaleArgs {
 
 /// A connection to `url`, creating the database if it is missing.
 pub async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
+    use sqlx::ConnectOptions;
     sqlx::any::install_default_drivers();
     dbvote::executor::create_database_if_missing(url).await?;
-    sqlx::AnyConnection::connect(url)
+    let options: sqlx::any::AnyConnectOptions = url
+        .parse()
+        .with_context(|| format!("{} is not a database URL", redact(url)))?;
+    // Checks and digests read whole tables: slow statements are expected, not news.
+    options
+        .log_slow_statements(tracing::log::LevelFilter::Off, Default::default())
+        .connect()
         .await
         .with_context(|| format!("connecting to {url} (for SQLite add ?mode=rwc to create it)"))
 }

@@ -50,6 +50,12 @@ struct Votes {
 /// Most executions in one chain (one database transaction).
 const MAX_CHAIN: usize = 64;
 
+/// Results of recently executed orders kept in memory. Groups re-send a COMMIT-DB until they
+/// see this node's result; under load many re-sends cross the reply, and answering them from
+/// the database took the connections the executions needed (a node that fell behind stayed
+/// behind). Older retransmissions are looked up in the database.
+const KEEP_RESULTS: usize = 4096;
+
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
@@ -65,6 +71,8 @@ pub struct VoterCore {
     running: BTreeSet<u64>,
     /// Group to answer for orders being looked up again.
     lookups: BTreeMap<u64, GroupId>,
+    /// The last [`KEEP_RESULTS`] results, by order.
+    recent: BTreeMap<u64, Vec<u8>>,
 }
 
 impl VoterCore {
@@ -87,6 +95,7 @@ impl VoterCore {
             decided: BTreeMap::new(),
             running: BTreeSet::new(),
             lookups: BTreeMap::new(),
+            recent: BTreeMap::new(),
         }
     }
 
@@ -110,7 +119,17 @@ impl VoterCore {
         let quorum = self.cluster.config.f + 1;
         let mut actions = Vec::new();
         let mut malformed = 0;
+        let mut answers = Vec::new();
         for execution in &commit_db.executions {
+            // Retransmissions of what is decided or executed are the common case under load:
+            // answered (or skipped) before the costlier checks below.
+            if let Some(result) = self.recent.get(&execution.order) {
+                answers.push((execution.order, result.clone()));
+                continue;
+            }
+            if self.decided.contains_key(&execution.order) {
+                continue;
+            }
             let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
             // An execution another member already sent was checked then (the client signature
             // check is the costliest step of a vote).
@@ -131,9 +150,6 @@ impl VoterCore {
                 }
                 continue;
             }
-            if self.decided.contains_key(&execution.order) {
-                continue;
-            }
             let votes = self.votes.entry(execution.order).or_default();
             votes.by.entry(commit_db.replica).or_insert(digest);
             votes
@@ -149,8 +165,21 @@ impl VoterCore {
                 }
             }
         }
+        if !answers.is_empty() {
+            actions.push(self.reply(commit_db.group, answers));
+        }
         actions.extend(self.schedule());
         Ok((actions, malformed))
+    }
+
+    fn reply(&self, group: GroupId, results: Vec<(u64, Vec<u8>)>) -> VoterAction {
+        let reply = ReplyCommitDb {
+            db_node: self.me,
+            results,
+            signature: Signature([0; 64]),
+        }
+        .sign(&self.key);
+        VoterAction::Reply { group, reply }
     }
 
     /// The executor ran (or looked up) `order` with this result.
@@ -168,13 +197,11 @@ impl VoterCore {
         };
         let mut actions = Vec::new();
         if let Some(group) = group {
-            let reply = ReplyCommitDb {
-                db_node: self.me,
-                results: vec![(order, result)],
-                signature: Signature([0; 64]),
-            }
-            .sign(&self.key);
-            actions.push(VoterAction::Reply { group, reply });
+            actions.push(self.reply(group, vec![(order, result.clone())]));
+        }
+        self.recent.insert(order, result);
+        while self.recent.len() > KEEP_RESULTS {
+            self.recent.pop_first();
         }
         actions.extend(self.schedule());
         actions
@@ -342,6 +369,31 @@ mod tests {
         // Everything before it done: the multi-partition order runs alone.
         assert_eq!(batches(&v.executed(3, vec![])), vec![vec![4]]);
         assert_eq!(batches(&v.executed(4, vec![])), vec![vec![5]]);
+    }
+
+    #[test]
+    fn retransmissions_of_executed_orders_are_answered_from_memory() {
+        let mut v = voter();
+        let one = [execution(1, &[(0, 1)], &[0])];
+        assert_eq!(batches(&decide(&mut v, &one)), vec![vec![1]]);
+        // Re-sent while it runs: nothing more to do.
+        assert!(decide(&mut v, &one).is_empty());
+        let replies = |actions: &[VoterAction]| -> Vec<Vec<u64>> {
+            actions
+                .iter()
+                .filter_map(|a| match a {
+                    VoterAction::Reply { reply, .. } => {
+                        Some(reply.results.iter().map(|r| r.0).collect())
+                    }
+                    VoterAction::Execute(_) => None,
+                })
+                .collect()
+        };
+        assert_eq!(replies(&v.executed(1, b"r".to_vec())), vec![vec![1]]);
+        // Re-sent after it ran: answered at once from memory, the database is not asked.
+        let again = decide(&mut v, &one);
+        assert!(batches(&again).is_empty(), "{again:?}");
+        assert_eq!(replies(&again), vec![vec![1], vec![1]]);
     }
 
     #[test]

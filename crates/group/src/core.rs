@@ -84,6 +84,8 @@ struct Awaiting {
     replied: bool,
     /// Tick at which the COMMIT-DB was last sent.
     sent: u64,
+    /// How often it was re-sent: each re-send waits twice as long as the one before.
+    resends: u32,
 }
 
 /// Decided executions kept for database nodes that have not answered yet (a lagging node
@@ -95,6 +97,10 @@ const KEEP_COMMITS: usize = 4096;
 /// an agreement or an execution legitimately takes a few ticks, and asking every tick would
 /// multiply the work of the very nodes that are behind.
 const RETRY_TICKS: u64 = 4;
+/// A COMMIT-DB is re-sent after `RETRY_TICKS << min(resends, MAX_BACKOFF)` ticks: a database
+/// node that is merely busy answers the first COMMIT-DB, and re-sending everything in flight
+/// every few ticks would bury it in duplicates.
+const MAX_BACKOFF: u32 = 5;
 
 /// A group replica's state.
 pub struct ReplicaCore {
@@ -394,6 +400,7 @@ impl ReplicaCore {
                     results: BTreeMap::new(),
                     replied: false,
                     sent: self.ticks,
+                    resends: 0,
                 },
             );
         }
@@ -553,7 +560,7 @@ impl ReplicaCore {
         let stale: Vec<u64> = self
             .awaiting
             .iter()
-            .filter(|(_, a)| now - a.sent >= RETRY_TICKS)
+            .filter(|(_, a)| now - a.sent >= RETRY_TICKS << a.resends.min(MAX_BACKOFF))
             .map(|(&order, _)| order)
             .collect();
         for db in self.cluster.config.db_nodes.iter().map(|d| NodeId(d.id)) {
@@ -573,6 +580,7 @@ impl ReplicaCore {
         for order in stale {
             if let Some(a) = self.awaiting.get_mut(&order) {
                 a.sent = now;
+                a.resends += 1;
             }
         }
         actions
