@@ -116,7 +116,10 @@ pub struct ReplicaCore {
     book: OrderBook,
     agreements: BTreeMap<u64, Agreement>,
     to_warrant: VecDeque<u64>,
-    warranting: Option<u64>,
+    /// The PREPARE whose COMMIT our USIG is warranting. Kept here, not looked up in
+    /// `agreements`: the agreement may be decided (by f+1 peers) while the warrant is made, and
+    /// the COMMIT must still go out, or peers would wait forever for its counter.
+    warranting: Option<Prepare>,
     awaiting: BTreeMap<u64, Awaiting>,
     replies: BTreeMap<ClientId, Reply>,
     /// Our COMMITs by our warrant counter, and that counter by PREPARE counter.
@@ -162,6 +165,16 @@ impl ReplicaCore {
     /// The primary this replica follows (its current view's).
     pub fn primary(&self) -> NodeId {
         self.primary_of(self.view)
+    }
+
+    /// Peers of the group whose COMMITs we hold out of order behind a missing counter.
+    pub fn commit_gaps(&self) -> usize {
+        self.cluster
+            .members(self.group)
+            .filter(|r| r.id != self.me.0)
+            .filter_map(|r| self.cluster.usig_of(NodeId(r.id)))
+            .filter(|&usig| self.commits.missing(usig).is_some())
+            .count()
     }
 
     /// Agreements not yet decided: zero once the cluster is idle (anything else would be
@@ -252,38 +265,37 @@ impl ReplicaCore {
         let Some(agreement) = self.agreements.get(&counter) else {
             return Vec::new();
         };
-        self.warranting = Some(counter);
-        vec![Action::Warrant {
-            bytes: Commit::warranted_bytes(self.view, self.me, &agreement.prepare),
-        }]
+        let bytes = Commit::warranted_bytes(self.view, self.me, &agreement.prepare);
+        self.warranting = Some(agreement.prepare.clone());
+        vec![Action::Warrant { bytes }]
     }
 
     /// Our USIG warranted the COMMIT in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let Some(counter) = self.warranting.take() else {
+        let Some(prepare) = self.warranting.take() else {
             return Vec::new();
         };
-        let mut actions = Vec::new();
+        let counter = prepare.ui.counter;
+        let commit = Commit {
+            view: self.view,
+            replica: self.me,
+            prepare,
+            ui,
+        };
         if let Some(agreement) = self.agreements.get_mut(&counter) {
-            let commit = Commit {
-                view: self.view,
-                replica: self.me,
-                prepare: agreement.prepare.clone(),
-                ui,
-            };
             agreement.committed.insert(self.me);
-            self.sent_for.insert(counter, commit.ui.counter);
-            self.sent.insert(commit.ui.counter, commit.clone());
-            while self.sent.len() > KEEP_COMMITS {
-                if let Some((_, old)) = self.sent.pop_first() {
-                    self.sent_for.remove(&old.prepare.ui.counter);
-                }
-            }
-            actions.push(Action::SendCommit {
-                to: None,
-                commit: Box::new(commit),
-            });
         }
+        self.sent_for.insert(counter, commit.ui.counter);
+        self.sent.insert(commit.ui.counter, commit.clone());
+        while self.sent.len() > KEEP_COMMITS {
+            if let Some((_, old)) = self.sent.pop_first() {
+                self.sent_for.remove(&old.prepare.ui.counter);
+            }
+        }
+        let mut actions = vec![Action::SendCommit {
+            to: None,
+            commit: Box::new(commit),
+        }];
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
         actions

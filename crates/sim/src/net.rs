@@ -72,6 +72,13 @@ impl<A, M: Clone> Network<A, M> {
         self.push(at, to, message);
     }
 
+    /// A process's own asynchronous work finishing (its USIG thread answering): after a random
+    /// delay, never lost or duplicated.
+    pub fn local(&mut self, rng: &mut Rng, now: u64, to: A, message: M) {
+        let at = now + rng.between(1, self.faults.max_delay);
+        self.push(at, to, message);
+    }
+
     fn push(&mut self, at: u64, to: A, message: M) {
         self.sent += 1;
         self.queue

@@ -31,6 +31,11 @@ fn check(scenario: &Scenario, o: &Outcome) {
         "agreements left open at the end (seed {})",
         scenario.seed
     );
+    assert_eq!(
+        o.commit_gaps, 0,
+        "replicas wait for COMMIT counters that were never sent (seed {})",
+        scenario.seed
+    );
     for (key, page) in &o.accepted_pages {
         assert_eq!(
             Some(page),
