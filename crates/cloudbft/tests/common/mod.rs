@@ -143,7 +143,7 @@ impl Drop for PgDatabases {
             let mut admin =
                 sqlx::AnyConnection::connect(&format!("{}/postgres", self.server)).await?;
             let names: Vec<String> =
-                sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE $1")
+                sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE $1")
                     .bind(format!("{}\\_%", self.prefix))
                     .fetch_all(&mut admin)
                     .await?;
