@@ -20,6 +20,10 @@ use tpcc::txn::{
     StockLevel, TpccOp,
 };
 
+/// The specification's bounds of a district and a line's quantity, for the browser.
+const DISTRICT: Kind = Kind::Within(*limits::DISTRICT.start(), *limits::DISTRICT.end());
+const QUANTITY: Kind = Kind::Within(*limits::QUANTITY.start(), *limits::QUANTITY.end());
+
 /// The applications the gateway has forms for (the cluster configuration's `application`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum App {
@@ -64,6 +68,10 @@ pub(crate) enum Kind {
     Warehouse,
     /// A whole number (u32): an account number, a TPC-C district, customer, item, quantity...
     Number,
+    /// A whole number the specification bounds (TPC-C districts, quantities, carriers,
+    /// thresholds, ids from 1): the browser checks the range before sending, validation again
+    /// after.
+    Within(u32, u32),
     /// An amount in cents (u64).
     Cents,
     /// An amount in dollars with at most two decimals (`12.34`, `5000`), as a person types a
@@ -130,13 +138,13 @@ pub(crate) const LINE_SLOTS: usize = *limits::LINES.end();
 /// The inputs of each line slot. Slot `n`'s are named `{name}_{n}` ([`slot`]), as
 /// [`TpccOp::validate`] names line `n`'s inputs. Each is optional: unused slots stay blank.
 pub(crate) static LINE_COLUMNS: [Field; 3] = [
-    optional("ol_i_id", "Item id", Kind::Number),
+    optional("ol_i_id", "Item id", Kind::Within(1, u32::MAX)),
     optional(
         "ol_supply_w_id",
         "Supply warehouse (blank: the home warehouse)",
         Kind::Warehouse,
     ),
-    optional("ol_quantity", "Quantity", Kind::Number),
+    optional("ol_quantity", "Quantity", QUANTITY),
 ];
 
 /// The name of `column`'s input in line slot `n` (from 1).
@@ -242,8 +250,8 @@ static TPCC: [FormSpec; 5] = [
         title: "New-Order",
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
-            field("d_id", "District", Kind::Number),
-            field("c_id", "Customer id", Kind::Number),
+            field("d_id", "District", DISTRICT),
+            field("c_id", "Customer id", Kind::Within(1, u32::MAX)),
             field("lines", "Items, from line 1", Kind::OrderLines),
         ],
         parse: |f| {
@@ -264,10 +272,14 @@ static TPCC: [FormSpec; 5] = [
         title: "Payment",
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
-            field("d_id", "District", Kind::Number),
+            field("d_id", "District", DISTRICT),
             field("c_w_id", "Customer's warehouse", Kind::Warehouse),
-            field("c_d_id", "Customer's district", Kind::Number),
-            optional("c_id", "Customer id (or last name)", Kind::Number),
+            field("c_d_id", "Customer's district", DISTRICT),
+            optional(
+                "c_id",
+                "Customer id (or last name)",
+                Kind::Within(1, u32::MAX),
+            ),
             optional(
                 "c_last",
                 "Customer last name, such as BARBARBAR (or id)",
@@ -298,8 +310,12 @@ static TPCC: [FormSpec; 5] = [
         title: "Order-Status",
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
-            field("d_id", "District", Kind::Number),
-            optional("c_id", "Customer id (or last name)", Kind::Number),
+            field("d_id", "District", DISTRICT),
+            optional(
+                "c_id",
+                "Customer id (or last name)",
+                Kind::Within(1, u32::MAX),
+            ),
             optional(
                 "c_last",
                 "Customer last name, such as BARBARBAR (or id)",
@@ -321,7 +337,11 @@ static TPCC: [FormSpec; 5] = [
         title: "Delivery",
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
-            field("o_carrier_id", "Carrier", Kind::Number),
+            field(
+                "o_carrier_id",
+                "Carrier",
+                Kind::Within(*limits::CARRIER.start(), *limits::CARRIER.end()),
+            ),
         ],
         parse: |f| {
             let op = Delivery {
@@ -338,8 +358,12 @@ static TPCC: [FormSpec; 5] = [
         title: "Stock-Level",
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
-            field("d_id", "District", Kind::Number),
-            field("threshold", "Stock level threshold", Kind::Number),
+            field("d_id", "District", DISTRICT),
+            field(
+                "threshold",
+                "Stock level threshold",
+                Kind::Within(*limits::THRESHOLD.start(), *limits::THRESHOLD.end()),
+            ),
         ],
         parse: |f| {
             let op = StockLevel {

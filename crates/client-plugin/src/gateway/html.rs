@@ -90,8 +90,10 @@ fn input(form: &str, name: &str, field: &Field, partitions: u32, extra: &str) ->
         Kind::Partition => whole(0, partitions.saturating_sub(1).into()),
         Kind::Warehouse => whole(1, partitions.into()),
         Kind::Number => whole(0, u32::MAX.into()),
+        Kind::Within(min, max) => whole(min.into(), max.into()),
         Kind::Cents => whole(0, u64::MAX),
-        Kind::Dollars => " type=\"number\" min=\"0\" step=\"0.01\"".to_owned(),
+        // Payment's amount: 1.00 to 5,000.00 (clause 2.5.1.2).
+        Kind::Dollars => " type=\"number\" min=\"1\" max=\"5000\" step=\"0.01\"".to_owned(),
         Kind::Text => " type=\"text\"".to_owned(),
         Kind::OrderLines => return None,
     };
@@ -202,8 +204,17 @@ mod tests {
         ));
         assert!(page.contains("<input id=\"payment-c_last\" name=\"c_last\" type=\"text\">"));
         assert!(page.contains(
-            "<input id=\"payment-h_amount\" name=\"h_amount\" type=\"number\" min=\"0\" \
-             step=\"0.01\" required>"
+            "<input id=\"payment-h_amount\" name=\"h_amount\" type=\"number\" min=\"1\" \
+             max=\"5000\" step=\"0.01\" required>"
+        ));
+        // The specification's ranges, checked by the browser before anything is sent.
+        assert!(page.contains(
+            "<input id=\"stock_level-threshold\" name=\"threshold\" type=\"number\" \
+             min=\"10\" max=\"20\" step=\"1\" required>"
+        ));
+        assert!(page.contains(
+            "<input id=\"new_order-ol_quantity_1\" name=\"ol_quantity_1\" type=\"number\" \
+             min=\"1\" max=\"10\" step=\"1\""
         ));
         for n in 1..=15 {
             for column in ["ol_i_id", "ol_supply_w_id", "ol_quantity"] {
