@@ -2,10 +2,9 @@
 
 mod common;
 
-use common::{fresh, Kind};
-use sqlx::any::AnyTypeInfoKind;
-use sqlx::{AnyConnection, AssertSqlSafe, Row, ValueRef};
-use tpcc::{check, load, schema, ScaleConfig};
+use common::{dump, fresh, Kind};
+use sqlx::{AnyConnection, AssertSqlSafe};
+use tpcc::{check, load, ScaleConfig};
 
 const TINY: ScaleConfig = ScaleConfig {
     items: 100,
@@ -14,40 +13,6 @@ const TINY: ScaleConfig = ScaleConfig {
     orders_per_district: 30,
 };
 const WAREHOUSES: i64 = 2;
-
-/// Every table's rows in key order, each value tagged with its kind so that NULL, integers and
-/// text cannot be confused.
-async fn dump(conn: &mut AnyConnection) -> Vec<String> {
-    let mut out = Vec::new();
-    for &(table, order) in schema::TABLES {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {table} ORDER BY {order}"
-        )))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        for row in rows {
-            let mut line = format!("{table}:");
-            for i in 0..row.len() {
-                let raw = row.try_get_raw(i).unwrap();
-                if raw.is_null() {
-                    line.push_str(" NULL");
-                    continue;
-                }
-                let value = match raw.type_info().kind() {
-                    AnyTypeInfoKind::SmallInt
-                    | AnyTypeInfoKind::Integer
-                    | AnyTypeInfoKind::BigInt => format!(" i{}", row.get::<i64, _>(i)),
-                    AnyTypeInfoKind::Text => format!(" t{:?}", row.get::<String, _>(i)),
-                    other => panic!("unexpected column type {other:?} in {table}"),
-                };
-                line.push_str(&value);
-            }
-            out.push(line);
-        }
-    }
-    out
-}
 
 async fn loaded(kind: Kind, seed: u64) -> (common::TestDb, Vec<String>) {
     let db = fresh(kind).await;

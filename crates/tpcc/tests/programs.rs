@@ -6,18 +6,18 @@
 
 mod common;
 
-use common::{fresh, Kind, TestDb};
+use common::{dump, fresh, Kind, TestDb};
 use dbvote::testing::Sequencer;
 use dbvote::{Application, Execution, Executor, Outcome};
-use sqlx::any::{AnyRow, AnyTypeInfoKind};
-use sqlx::{AnyConnection, AssertSqlSafe, Connection, FromRow, Row, ValueRef};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Connection, FromRow};
 use std::collections::BTreeSet;
 use tpcc::random::{last_name, TpccRng};
 use tpcc::txn::{
     CustomerSelector, Delivery, DeliveryResult, NewOrder, NewOrderLine, NewOrderLineResult,
     NewOrderResult, OrderStatus, OrderStatusLine, Payment, StockLevel, TpccOp, TpccResult,
 };
-use tpcc::{check, load, schema, ScaleConfig, Tpcc};
+use tpcc::{check, load, ScaleConfig, Tpcc};
 
 /// Two thirds of each district's customers have an order; 6 of its 20 orders are
 /// undelivered (15 to 20), so the next order id is 21.
@@ -156,39 +156,6 @@ impl Node {
             }
         }
     }
-}
-
-/// Every application table's rows in key order, each value tagged with its kind.
-async fn dump(conn: &mut AnyConnection) -> Vec<String> {
-    let mut out = Vec::new();
-    for &(table, order) in schema::TABLES {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {table} ORDER BY {order}"
-        )))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        for row in rows {
-            let mut line = format!("{table}:");
-            for i in 0..row.len() {
-                let raw = row.try_get_raw(i).unwrap();
-                if raw.is_null() {
-                    line.push_str(" NULL");
-                    continue;
-                }
-                let value = match raw.type_info().kind() {
-                    AnyTypeInfoKind::SmallInt
-                    | AnyTypeInfoKind::Integer
-                    | AnyTypeInfoKind::BigInt => format!(" i{}", row.get::<i64, _>(i)),
-                    AnyTypeInfoKind::Text => format!(" t{:?}", row.get::<String, _>(i)),
-                    other => panic!("unexpected column type {other:?} in {table}"),
-                };
-                line.push_str(&value);
-            }
-            out.push(line);
-        }
-    }
-    out
 }
 
 /// Customers who share a last name (the loader gives the first 1,000 customers of a district

@@ -20,6 +20,18 @@ use tpcc::txn::{
     StockLevel, TpccOp,
 };
 
+/// Payment and Order-Status select the customer by id or by last name (one of the two).
+const C_ID: Field = optional(
+    "c_id",
+    "Customer id (or last name)",
+    Kind::Within(1, u32::MAX),
+);
+const C_LAST: Field = optional(
+    "c_last",
+    "Customer last name, such as BARBARBAR (or id)",
+    Kind::Text,
+);
+
 /// The specification's bounds of a district and a line's quantity, for the browser.
 const DISTRICT: Kind = Kind::Within(*limits::DISTRICT.start(), *limits::DISTRICT.end());
 const QUANTITY: Kind = Kind::Within(*limits::QUANTITY.start(), *limits::QUANTITY.end());
@@ -275,16 +287,8 @@ static TPCC: [FormSpec; 5] = [
             field("d_id", "District", DISTRICT),
             field("c_w_id", "Customer's warehouse", Kind::Warehouse),
             field("c_d_id", "Customer's district", DISTRICT),
-            optional(
-                "c_id",
-                "Customer id (or last name)",
-                Kind::Within(1, u32::MAX),
-            ),
-            optional(
-                "c_last",
-                "Customer last name, such as BARBARBAR (or id)",
-                Kind::Text,
-            ),
+            C_ID,
+            C_LAST,
             field(
                 "h_amount",
                 "Amount in dollars, such as 12.34",
@@ -311,16 +315,8 @@ static TPCC: [FormSpec; 5] = [
         fields: &[
             field("w_id", "Warehouse", Kind::Warehouse),
             field("d_id", "District", DISTRICT),
-            optional(
-                "c_id",
-                "Customer id (or last name)",
-                Kind::Within(1, u32::MAX),
-            ),
-            optional(
-                "c_last",
-                "Customer last name, such as BARBARBAR (or id)",
-                Kind::Text,
-            ),
+            C_ID,
+            C_LAST,
         ],
         parse: |f| {
             let op = OrderStatus {
