@@ -1,16 +1,21 @@
 //! The group replica's protocol core (sans-IO).
 //!
-//! Inputs: PREPAREs from the primary, COMMITs from group peers, our own USIG's warrants, durable
-//! log completions, REPLY-COMMIT-DBs from database nodes, client requests and timer ticks.
-//! Outputs: [`Action`]s for the driver. Every replica processes every PREPARE, in the primary's
-//! counter order, to derive the global order; only the PREPARE's named groups agree on it.
+//! Inputs: PREPAREs and NEW-VIEWs from the primary candidates, COMMITs and VIEW-CHANGEs from
+//! group peers, our own USIG's warrants, durable log completions, REPLY-COMMIT-DBs from database
+//! nodes, client requests, REQ-VIEW-CHANGEs and timer ticks. Outputs: [`Action`]s for the driver.
+//! Every replica processes every PREPARE, in the primary's counter order, to derive the global
+//! order; only the PREPARE's named groups agree on it. A replica whose request timer expires
+//! asks for a view change; f+1 members of one group asking moves it to the next view
+//! (docs/protocol.md, "View change").
 
 use crate::order::OrderBook;
 use crate::render::Renderer;
+use crate::view::{primary_of, Checker, Slot};
 use proto::config::Cluster;
 use proto::{
-    ClientId, Commit, CommitDb, Execution, GroupId, NodeId, PartitionRule, Prepare, Reply,
-    ReplyCommitDb, Request, Signature, SigningKey, View,
+    chain, chain_start, ClientId, Commit, CommitDb, Execution, GroupId, NewView, NodeId,
+    PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
+    SigningKey, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -27,19 +32,31 @@ pub enum Action {
         to: Option<NodeId>,
         commit: Box<Commit>,
     },
-    /// Ask the primary to send the PREPAREs with these counters again.
-    FetchPrepares(RangeInclusive<u64>),
-    /// Ask a peer to send its COMMITs again: those with these warrant counters (a gap in its
-    /// sequence) and those for these PREPARE counters (agreements still short of f+1).
+    /// Send to every primary candidate and to the other members of our group, or to `to` alone
+    /// when it asked for it again.
+    SendViewChange {
+        to: Option<NodeId>,
+        view_change: Box<ViewChange>,
+    },
+    /// Send to every group replica and every primary candidate.
+    SendReqViewChange(ReqViewChange),
+    /// Send a client's request that is not ordered yet to the primary of our view.
+    ForwardRequest(Request),
+    /// Ask a primary candidate to send its PREPAREs or NEW-VIEWs with these counters again.
+    FetchPrepares {
+        from: NodeId,
+        counters: RangeInclusive<u64>,
+    },
+    /// Ask a peer to send its messages again: those with these warrant counters (a gap in its
+    /// sequence) and its COMMITs for these slots (agreements still short of f+1).
     FetchCommits {
         from: NodeId,
         warrants: Option<RangeInclusive<u64>>,
-        prepares: Vec<u64>,
+        slots: Vec<u64>,
     },
-    /// Write the decision for the PREPARE with this counter durably, then call
-    /// [`ReplicaCore::persisted`].
+    /// Write the decision for this slot durably, then call [`ReplicaCore::persisted`].
     Persist {
-        counter: u64,
+        slot: u64,
         executions: Vec<Execution>,
     },
     /// Send to database node `to`, or to every database node.
@@ -54,23 +71,34 @@ pub enum Action {
 /// Why a message was dropped (counted by the driver).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reject {
-    /// Not from the primary of the current view, or for another view.
+    /// Not from a primary candidate, or a COMMIT for another view.
     WrongView,
     /// For another configuration epoch.
     WrongEpoch,
-    /// A COMMIT from a node that is not a member of our group.
+    /// A COMMIT or VIEW-CHANGE from a node that is not a member of our group.
     NotMember,
     /// A node-signed message whose signature does not verify, or from an unknown node.
     BadSignature,
     /// The warrant does not verify or is out of order (replay, equivocation, gap too large).
     Warrant(VerifyError),
+    /// A NEW-VIEW that is not valid (crate::view::Invalid says why).
+    InvalidNewView,
+}
+
+/// A message a group member warranted for its peers.
+#[derive(Clone)]
+enum FromPeer {
+    Commit(Commit),
+    ViewChange(ViewChange),
 }
 
 struct Agreement {
-    digest: MessageDigest,
-    /// Our executions once the PREPARE was ordered here.
+    proposal: MessageDigest,
+    prefix: MessageDigest,
+    /// Our executions once the slot was processed here.
     executions: Option<Vec<Execution>>,
-    prepare: Prepare,
+    /// The PREPARE, carried in our COMMIT (none for a NEW-VIEW slot).
+    prepare: Option<Prepare>,
     committed: BTreeSet<NodeId>,
     accepted: bool,
     /// Tick at which we started on it, or last asked peers for their COMMITs.
@@ -88,11 +116,42 @@ struct Awaiting {
     resends: u32,
 }
 
+/// What our USIG is warranting now.
+enum Warranting {
+    Commit {
+        slot: u64,
+        proposal: MessageDigest,
+        prefix: MessageDigest,
+        prepare: Option<Prepare>,
+    },
+    ViewChange {
+        next_view: View,
+        body: ViewChangeBody,
+    },
+}
+
+/// Where this replica's history stands: the NEW-VIEW it last accepted (the history starts with
+/// that view's cut) and the PREPAREs of the view since.
+struct History {
+    /// The encoded NEW-VIEW, none in view 0.
+    base: Option<Vec<u8>>,
+    /// The NEW-VIEW's slot and warrant counter (0 and 0 in view 0): the view's PREPARE with
+    /// counter c takes slot `base_slot + c - base_counter`.
+    base_slot: u64,
+    base_counter: u64,
+    since_base: Vec<Prepare>,
+    /// Running digest of slots `1..next_slot`.
+    chain: MessageDigest,
+    next_slot: u64,
+}
+
 /// Decided executions kept for database nodes that have not answered yet (a lagging node
 /// catches up from them); older ones are left to state transfer.
 const KEEP_DECIDED: usize = 4096;
 /// Our COMMITs kept for peers that lost them.
 const KEEP_COMMITS: usize = 4096;
+/// Peers' COMMITs of a view we have not entered yet, kept until we do.
+const KEEP_FUTURE: usize = 4096;
 /// Ticks without progress before we ask again for COMMITs or re-send a COMMIT-DB: under load
 /// an agreement or an execution legitimately takes a few ticks, and asking every tick would
 /// multiply the work of the very nodes that are behind.
@@ -101,6 +160,8 @@ const RETRY_TICKS: u64 = 4;
 /// node that is merely busy answers the first COMMIT-DB, and re-sending everything in flight
 /// every few ticks would bury it in duplicates.
 const MAX_BACKOFF: u32 = 5;
+/// The request timer doubles with each consecutive view change, up to this many times.
+const MAX_TIMER_DOUBLING: u32 = 6;
 
 /// A group replica's state.
 pub struct ReplicaCore {
@@ -111,37 +172,74 @@ pub struct ReplicaCore {
     me: NodeId,
     group: GroupId,
     view: View,
-    prepares: OrderedVerifier<Prepare>,
-    commits: OrderedVerifier<Commit>,
+    /// The view we sent our VIEW-CHANGE for, until its NEW-VIEW; we take part in no view meanwhile.
+    changing_to: Option<View>,
+    /// Tick at which we sent it.
+    changing_since: u64,
+    /// View changes since a request was last ordered: the request timer doubles with each.
+    consecutive_changes: u32,
+    /// Ticks a request may wait to be ordered before we ask for a view change.
+    timeout: u64,
+    primaries: OrderedVerifier<Proposal>,
+    peers: OrderedVerifier<FromPeer>,
+    checker: Checker,
     book: OrderBook,
+    history: History,
+    /// Slots decided here and what was at them: a new view's cut re-decides only the others.
+    decided: BTreeMap<u64, MessageDigest>,
     agreements: BTreeMap<u64, Agreement>,
     to_warrant: VecDeque<u64>,
-    /// The PREPARE whose COMMIT our USIG is warranting. Kept here, not looked up in
-    /// `agreements`: the agreement may be decided (by f+1 peers) while the warrant is made, and
-    /// the COMMIT must still go out, or peers would wait forever for its counter.
-    warranting: Option<Prepare>,
+    /// Our VIEW-CHANGE, to warrant once the USIG is free.
+    view_change_due: Option<View>,
+    /// What our USIG is warranting. Kept here, not looked up in `agreements`: the agreement may
+    /// be decided (by f+1 peers) while the warrant is made, and the COMMIT must still go out, or
+    /// peers would wait forever for its counter.
+    warranting: Option<Warranting>,
+    /// Every message we warranted, for our VIEW-CHANGEs.
+    log: Vec<Warranted>,
     awaiting: BTreeMap<u64, Awaiting>,
     replies: BTreeMap<ClientId, Reply>,
-    /// Our COMMITs by our warrant counter, and that counter by PREPARE counter.
-    sent: BTreeMap<u64, Commit>,
+    /// Our warranted messages by warrant counter, and our COMMITs' counters by slot.
+    sent: BTreeMap<u64, FromPeer>,
     sent_for: BTreeMap<u64, u64>,
+    /// Client requests that reached us and are not ordered yet: (timestamp, tick first seen).
+    waiting: BTreeMap<ClientId, (u64, u64)>,
+    /// The highest view we asked to move to.
+    requested: View,
+    /// REQ-VIEW-CHANGEs: for each view, who asked, by group.
+    asked: BTreeMap<View, BTreeMap<GroupId, BTreeSet<NodeId>>>,
+    /// Peers whose VIEW-CHANGE we processed: their later COMMITs of earlier views are ignored.
+    left: BTreeMap<NodeId, View>,
+    /// Peers' COMMITs of views we have not entered yet.
+    future: Vec<Commit>,
     /// Timer ticks so far.
     ticks: u64,
 }
 
 impl ReplicaCore {
-    /// A replica `me` of `cluster`, in view 0.
+    /// A replica `me` of `cluster`, in view 0, asking for a view change when a request it holds
+    /// waits `timeout` ticks.
     pub fn new(
         cluster: Arc<Cluster>,
         rule: Arc<dyn PartitionRule>,
         renderer: Arc<dyn Renderer>,
         key: SigningKey,
         me: NodeId,
+        timeout: u64,
     ) -> Option<Self> {
         let group = GroupId(cluster.config.replicas.iter().find(|r| r.id == me.0)?.group);
         let directory = cluster.directory.clone();
         Some(ReplicaCore {
             book: OrderBook::new(&cluster),
+            history: History {
+                base: None,
+                base_slot: 0,
+                base_counter: 0,
+                since_base: Vec::new(),
+                chain: chain_start(cluster.epoch()),
+                next_slot: 1,
+            },
+            checker: Checker::new(cluster.clone()),
             cluster,
             rule,
             renderer,
@@ -149,31 +247,48 @@ impl ReplicaCore {
             me,
             group,
             view: View(0),
-            prepares: OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW),
-            commits: OrderedVerifier::new(directory, DEFAULT_WINDOW),
+            changing_to: None,
+            changing_since: 0,
+            consecutive_changes: 0,
+            timeout: timeout.max(1),
+            primaries: OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW),
+            peers: OrderedVerifier::new(directory, DEFAULT_WINDOW),
+            decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
             to_warrant: VecDeque::new(),
+            view_change_due: None,
             warranting: None,
+            log: Vec::new(),
             awaiting: BTreeMap::new(),
             replies: BTreeMap::new(),
             sent: BTreeMap::new(),
             sent_for: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            requested: View(0),
+            asked: BTreeMap::new(),
+            left: BTreeMap::new(),
+            future: Vec::new(),
             ticks: 0,
         })
     }
 
     /// The primary this replica follows (its current view's).
     pub fn primary(&self) -> NodeId {
-        self.primary_of(self.view)
+        primary_of(&self.cluster, self.view)
     }
 
-    /// Peers of the group whose COMMITs we hold out of order behind a missing counter.
+    /// The view this replica is in.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// Peers of the group whose messages we hold out of order behind a missing counter.
     pub fn commit_gaps(&self) -> usize {
         self.cluster
             .members(self.group)
             .filter(|r| r.id != self.me.0)
             .filter_map(|r| self.cluster.usig_of(NodeId(r.id)))
-            .filter(|&usig| self.commits.missing(usig).is_some())
+            .filter(|&usig| self.peers.missing(usig).is_some())
             .count()
     }
 
@@ -188,208 +303,384 @@ impl ReplicaCore {
         self.group
     }
 
-    /// The primary of a view: the candidates take turns.
-    fn primary_of(&self, view: View) -> NodeId {
-        let candidates = &self.cluster.config.primaries;
-        NodeId(candidates[(view.0 % candidates.len() as u64) as usize].id)
-    }
-
     fn f(&self) -> usize {
         self.cluster.config.f
     }
 
-    /// A PREPARE from the primary (or carried by a peer's COMMIT).
-    pub fn on_prepare(&mut self, prepare: Prepare) -> Result<Vec<Action>, Reject> {
-        if prepare.view != self.view || prepare.primary != self.primary_of(self.view) {
+    /// A PREPARE or NEW-VIEW from a primary candidate (or a PREPARE carried by a peer's COMMIT).
+    /// Each candidate's messages are processed in its counter order, whatever their view.
+    pub fn on_proposal(&mut self, proposal: Proposal) -> Result<Vec<Action>, Reject> {
+        let sender = proposal.primary();
+        if !self
+            .cluster
+            .config
+            .primaries
+            .iter()
+            .any(|p| p.id == sender.0)
+        {
             return Err(Reject::WrongView);
         }
-        // Before the warrant is looked at: a PREPARE of an earlier configuration epoch (whose
+        // Before the warrant is looked at: a message of an earlier configuration epoch (whose
         // USIG epochs and counters started over) must not reach the ordered verifier.
-        if prepare.config_epoch != self.cluster.epoch() {
+        if proposal.config_epoch() != self.cluster.epoch() {
             return Err(Reject::WrongEpoch);
         }
-        let primary = self.usig(prepare.primary)?;
-        let digest = MessageDigest::of(&prepare.own_warranted_bytes());
-        let ui = prepare.ui.clone();
-        let delivered = match self.prepares.offer(primary, digest, &ui, prepare) {
+        let usig = self.usig(sender)?;
+        let digest = MessageDigest::of(&proposal.warranted_bytes());
+        let ui = proposal.ui().clone();
+        let delivered = match self.primaries.offer(usig, digest, &ui, proposal) {
             Ok(d) => d,
-            // A PREPARE we already processed, e.g. carried again by a peer's COMMIT.
+            // Processed already, e.g. carried again by a peer's COMMIT.
             Err(VerifyError::Replay { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(Reject::Warrant(e)),
         };
         let mut actions = Vec::new();
+        let mut invalid = false;
         for d in delivered {
-            self.ordered(d.counter, d.payload);
+            match d.payload {
+                Proposal::Prepare(p) => self.delivered_prepare(d.counter, p),
+                Proposal::NewView(nv) => match self.delivered_new_view(nv) {
+                    Ok(more) => actions.extend(more),
+                    Err(_) => invalid = true,
+                },
+            }
         }
-        if let Some(missing) = self.prepares.missing(primary) {
-            actions.push(Action::FetchPrepares(missing));
+        if let Some(counters) = self.primaries.missing(usig) {
+            actions.push(Action::FetchPrepares {
+                from: sender,
+                counters,
+            });
         }
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
+        if invalid {
+            return Err(Reject::InvalidNewView);
+        }
         Ok(actions)
     }
 
-    /// Derives the order for a PREPARE delivered in counter order; queues our COMMIT if our
-    /// group has work in it.
-    fn ordered(&mut self, counter: u64, prepare: Prepare) {
-        let ordered = self.book.order(&self.cluster, self.rule.as_ref(), &prepare);
-        let mine: Vec<Execution> = ordered
-            .into_iter()
-            .filter(|(g, _)| *g == self.group)
-            .map(|(_, e)| e)
-            .collect();
+    /// A PREPARE in its primary's counter order: ours to order if it is of our view.
+    fn delivered_prepare(&mut self, counter: u64, prepare: Prepare) {
+        let h = &self.history;
+        if self.changing_to.is_some()
+            || prepare.view != self.view
+            || prepare.primary != self.primary()
+            || counter <= h.base_counter
+        {
+            return;
+        }
+        let slot = h.base_slot + (counter - h.base_counter);
+        while self.history.next_slot < slot {
+            self.history.chain = chain(&self.history.chain, None);
+            self.history.next_slot += 1;
+        }
+        let digest = prepare.digest();
+        self.history.chain = chain(&self.history.chain, Some(&digest));
+        self.history.next_slot = slot + 1;
+        self.history.since_base.push(prepare.clone());
+        let prefix = self.history.chain;
+        self.ordered(slot, digest, prefix, prepare);
+    }
+
+    /// Derives the order for a PREPARE at `slot`; queues our COMMIT if our group has work in it.
+    fn ordered(&mut self, slot: u64, proposal: MessageDigest, prefix: MessageDigest, p: Prepare) {
+        let mine = self.order(&p);
         if mine.is_empty() {
             return;
         }
-        let digest = prepare.digest();
-        let agreement = self.agreements.entry(counter).or_insert_with(|| Agreement {
-            digest,
-            executions: None,
-            prepare: prepare.clone(),
-            committed: BTreeSet::new(),
-            accepted: false,
-            asked: self.ticks,
-        });
-        agreement.executions = Some(mine);
-        self.to_warrant.push_back(counter);
+        self.agree(slot, proposal, prefix, Some(p), mine);
     }
 
-    /// Starts warranting our next COMMIT if the USIG is free.
+    /// Orders a PREPARE's entries in the order book, cancels the timers of the requests it
+    /// orders, and returns our group's executions.
+    fn order(&mut self, prepare: &Prepare) -> Vec<Execution> {
+        let ordered = self.book.order(&self.cluster, self.rule.as_ref(), prepare);
+        let mut mine = Vec::new();
+        for (g, e) in ordered {
+            let client = e.request.client;
+            if self
+                .waiting
+                .get(&client)
+                .is_some_and(|&(ts, _)| ts <= e.request.timestamp)
+            {
+                self.waiting.remove(&client);
+                self.consecutive_changes = 0;
+            }
+            if g == self.group {
+                mine.push(e);
+            }
+        }
+        mine
+    }
+
+    /// Opens (or completes) the agreement on a slot with our executions and queues our COMMIT.
+    fn agree(
+        &mut self,
+        slot: u64,
+        proposal: MessageDigest,
+        prefix: MessageDigest,
+        prepare: Option<Prepare>,
+        executions: Vec<Execution>,
+    ) {
+        let now = self.ticks;
+        let agreement = self.agreements.entry(slot).or_insert_with(|| Agreement {
+            proposal,
+            prefix,
+            executions: None,
+            prepare: None,
+            committed: BTreeSet::new(),
+            accepted: false,
+            asked: now,
+        });
+        // Peers' COMMITs that came first for something else do not count for ours.
+        if agreement.proposal != proposal || agreement.prefix != prefix {
+            agreement.proposal = proposal;
+            agreement.prefix = prefix;
+            agreement.committed.clear();
+        }
+        agreement.prepare = prepare;
+        agreement.executions = Some(executions);
+        self.to_warrant.push_back(slot);
+    }
+
+    /// Starts warranting our VIEW-CHANGE or our next COMMIT if the USIG is free.
     fn next_warrant(&mut self) -> Vec<Action> {
         if self.warranting.is_some() {
             return Vec::new();
         }
-        let Some(counter) = self.to_warrant.pop_front() else {
+        if let Some(next_view) = self.view_change_due.take() {
+            let body = ViewChangeBody {
+                base: self.history.base.clone(),
+                prepares: self.history.since_base.clone(),
+                log: self.log.clone(),
+            };
+            let bytes = ViewChange::warranted_bytes(self.me, self.group, next_view, &body.digest());
+            self.warranting = Some(Warranting::ViewChange { next_view, body });
+            return vec![Action::Warrant { bytes }];
+        }
+        if self.changing_to.is_some() {
             return Vec::new();
-        };
-        let Some(agreement) = self.agreements.get(&counter) else {
-            return Vec::new();
-        };
-        let bytes = Commit::warranted_bytes(self.view, self.me, &agreement.prepare);
-        self.warranting = Some(agreement.prepare.clone());
-        vec![Action::Warrant { bytes }]
+        }
+        while let Some(slot) = self.to_warrant.pop_front() {
+            let Some(agreement) = self.agreements.get(&slot) else {
+                continue;
+            };
+            let bytes = Commit::warranted_bytes(
+                self.view,
+                self.me,
+                slot,
+                &agreement.proposal,
+                &agreement.prefix,
+            );
+            self.warranting = Some(Warranting::Commit {
+                slot,
+                proposal: agreement.proposal,
+                prefix: agreement.prefix,
+                prepare: agreement.prepare.clone(),
+            });
+            return vec![Action::Warrant { bytes }];
+        }
+        Vec::new()
     }
 
-    /// Our USIG warranted the COMMIT in flight.
+    /// Our USIG warranted the message in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let Some(prepare) = self.warranting.take() else {
-            return Vec::new();
-        };
-        let counter = prepare.ui.counter;
-        let commit = Commit {
-            view: self.view,
-            replica: self.me,
-            prepare,
-            ui,
-        };
-        if let Some(agreement) = self.agreements.get_mut(&counter) {
-            agreement.committed.insert(self.me);
-        }
-        self.sent_for.insert(counter, commit.ui.counter);
-        self.sent.insert(commit.ui.counter, commit.clone());
-        while self.sent.len() > KEEP_COMMITS {
-            if let Some((_, old)) = self.sent.pop_first() {
-                self.sent_for.remove(&old.prepare.ui.counter);
+        let mut actions = match self.warranting.take() {
+            None => return Vec::new(),
+            Some(Warranting::Commit {
+                slot,
+                proposal,
+                prefix,
+                prepare,
+            }) => {
+                let commit = Commit {
+                    view: self.view,
+                    replica: self.me,
+                    slot,
+                    proposal,
+                    prefix,
+                    prepare,
+                    ui,
+                };
+                if let Some(agreement) = self.agreements.get_mut(&slot) {
+                    if agreement.proposal == proposal && agreement.prefix == prefix {
+                        agreement.committed.insert(self.me);
+                    }
+                }
+                self.log.push(Warranted::Commit(commit.stub()));
+                self.sent_for.insert(slot, commit.ui.counter);
+                self.keep_sent(FromPeer::Commit(commit.clone()));
+                vec![Action::SendCommit {
+                    to: None,
+                    commit: Box::new(commit),
+                }]
             }
-        }
-        let mut actions = vec![Action::SendCommit {
-            to: None,
-            commit: Box::new(commit),
-        }];
+            Some(Warranting::ViewChange { next_view, body }) => {
+                let view_change = ViewChange {
+                    replica: self.me,
+                    group: self.group,
+                    next_view,
+                    body,
+                    ui,
+                };
+                self.log.push(Warranted::ViewChange {
+                    next_view,
+                    body: view_change.body.digest(),
+                    ui: view_change.ui.clone(),
+                });
+                self.keep_sent(FromPeer::ViewChange(view_change.clone()));
+                vec![Action::SendViewChange {
+                    to: None,
+                    view_change: Box::new(view_change),
+                }]
+            }
+        };
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
         actions
     }
 
+    fn keep_sent(&mut self, message: FromPeer) {
+        let counter = match &message {
+            FromPeer::Commit(c) => c.ui.counter,
+            FromPeer::ViewChange(vc) => vc.ui.counter,
+        };
+        self.sent.insert(counter, message);
+        while self.sent.len() > KEEP_COMMITS {
+            if let Some((counter, _)) = self.sent.pop_first() {
+                self.sent_for.retain(|_, c| *c != counter);
+            }
+        }
+    }
+
     /// A COMMIT from a peer.
     pub fn on_commit(&mut self, commit: Commit) -> Result<Vec<Action>, Reject> {
-        if commit.prepare.config_epoch != self.cluster.epoch() {
+        if commit
+            .prepare
+            .as_ref()
+            .is_some_and(|p| p.config_epoch != self.cluster.epoch())
+        {
             return Err(Reject::WrongEpoch);
         }
-        if commit.view != self.view {
-            return Err(Reject::WrongView);
-        }
-        if !self
-            .cluster
-            .members(self.group)
-            .any(|r| r.id == commit.replica.0)
-        {
+        let bytes = commit.own_warranted_bytes();
+        let (replica, ui) = (commit.replica, commit.ui.clone());
+        self.on_peer_message(replica, &bytes, ui, FromPeer::Commit(commit))
+    }
+
+    /// A VIEW-CHANGE from a peer of our group (it goes through the same counter order as its
+    /// COMMITs, so its later COMMITs of the view it left are recognised and ignored).
+    pub fn on_view_change(&mut self, vc: ViewChange) -> Result<Vec<Action>, Reject> {
+        if vc.group != self.group {
             return Err(Reject::NotMember);
         }
-        let sender = self.usig(commit.replica)?;
-        let digest = MessageDigest::of(&Commit::warranted_bytes(
-            commit.view,
-            commit.replica,
-            &commit.prepare,
-        ));
-        let ui = commit.ui.clone();
+        let bytes = vc.own_warranted_bytes();
+        let (replica, ui) = (vc.replica, vc.ui.clone());
+        self.on_peer_message(replica, &bytes, ui, FromPeer::ViewChange(vc))
+    }
+
+    fn on_peer_message(
+        &mut self,
+        replica: NodeId,
+        bytes: &[u8],
+        ui: UniqueWarrant,
+        message: FromPeer,
+    ) -> Result<Vec<Action>, Reject> {
+        if !self.cluster.members(self.group).any(|r| r.id == replica.0) || replica == self.me {
+            return Err(Reject::NotMember);
+        }
+        let sender = self.usig(replica)?;
+        let digest = MessageDigest::of(bytes);
         let delivered = self
-            .commits
-            .offer(sender, digest, &ui, commit)
+            .peers
+            .offer(sender, digest, &ui, message)
             .map_err(Reject::Warrant)?;
         let mut actions = Vec::new();
         for d in delivered {
-            let commit = d.payload;
-            let counter = commit.prepare.ui.counter;
-            let prepare_digest = commit.prepare.digest();
-            // The PREPARE may reach us first through this COMMIT (MinBFT). Usually we ordered it
-            // already: then skip verifying its warrant again (the costliest step here).
-            let primary_next = self
-                .cluster
-                .usig_of(commit.prepare.primary)
-                .and_then(|p| self.prepares.expected(p));
-            let seen = primary_next.is_some_and(|(epoch, next)| {
-                commit.prepare.ui.epoch == epoch && commit.prepare.ui.counter < next
-            });
-            let ordered_here = if seen {
-                Ok(Vec::new())
-            } else {
-                self.on_prepare(commit.prepare.clone())
-            };
-            match ordered_here {
-                Ok(more) => actions.extend(more),
-                Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
-                Err(e) => return Err(e),
-            }
-            // A PREPARE we ordered has its agreement already, unless it had no work for our
-            // group or was decided since: a late COMMIT must not start a new agreement that
-            // would never complete (and be fetched again forever).
-            let ordered = self
-                .cluster
-                .usig_of(commit.prepare.primary)
-                .and_then(|p| self.prepares.expected(p))
-                .is_some_and(|(_, next)| counter < next);
-            if ordered && !self.agreements.contains_key(&counter) {
-                continue;
-            }
-            let agreement = self.agreements.entry(counter).or_insert_with(|| Agreement {
-                digest: prepare_digest,
-                executions: None,
-                prepare: commit.prepare.clone(),
-                committed: BTreeSet::new(),
-                accepted: false,
-                asked: self.ticks,
-            });
-            if agreement.digest == prepare_digest {
-                agreement.committed.insert(commit.replica);
+            match d.payload {
+                FromPeer::Commit(c) => actions.extend(self.delivered_commit(c)?),
+                FromPeer::ViewChange(vc) => {
+                    let left = self.left.entry(vc.replica).or_insert(vc.next_view);
+                    *left = (*left).max(vc.next_view);
+                    actions.extend(self.asked_for(vc.next_view, self.group, vc.replica));
+                }
             }
         }
         actions.extend(self.try_accept_all());
         Ok(actions)
     }
 
-    /// Accepts every PREPARE with f+1 matching COMMITs that this replica has ordered.
+    /// A peer's COMMIT in its counter order.
+    fn delivered_commit(&mut self, commit: Commit) -> Result<Vec<Action>, Reject> {
+        if self
+            .left
+            .get(&commit.replica)
+            .is_some_and(|&v| commit.view < v)
+        {
+            return Ok(Vec::new());
+        }
+        if commit.view > self.view || (commit.view == self.view && self.changing_to.is_some()) {
+            if self.future.len() < KEEP_FUTURE {
+                self.future.push(commit);
+            }
+            return Ok(Vec::new());
+        }
+        if commit.view < self.view {
+            return Ok(Vec::new());
+        }
+        let mut actions = Vec::new();
+        if let Some(prepare) = &commit.prepare {
+            // The PREPARE may reach us first through this COMMIT (MinBFT). Usually we processed
+            // it already: then skip verifying its warrant again (the costliest step here).
+            let seen = self
+                .cluster
+                .usig_of(prepare.primary)
+                .and_then(|p| self.primaries.expected(p))
+                .is_some_and(|(epoch, next)| {
+                    prepare.ui.epoch == epoch && prepare.ui.counter < next
+                });
+            if !seen {
+                match self.on_proposal(Proposal::Prepare(prepare.clone())) {
+                    Ok(more) => actions.extend(more),
+                    Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let slot = commit.slot;
+        // A slot we processed has its agreement already, unless it had no work for our group or
+        // was decided since: a late COMMIT must not start an agreement that would never
+        // complete (and be fetched again forever).
+        if slot < self.history.next_slot && !self.agreements.contains_key(&slot) {
+            return Ok(actions);
+        }
+        let now = self.ticks;
+        let agreement = self.agreements.entry(slot).or_insert_with(|| Agreement {
+            proposal: commit.proposal,
+            prefix: commit.prefix,
+            executions: None,
+            prepare: None,
+            committed: BTreeSet::new(),
+            accepted: false,
+            asked: now,
+        });
+        if agreement.proposal == commit.proposal && agreement.prefix == commit.prefix {
+            agreement.committed.insert(commit.replica);
+        }
+        Ok(actions)
+    }
+
+    /// Accepts every slot with f+1 matching COMMITs that this replica has processed.
     fn try_accept_all(&mut self) -> Vec<Action> {
         let quorum = self.f() + 1;
         let mut actions = Vec::new();
-        for (&counter, agreement) in self.agreements.iter_mut() {
+        for (&slot, agreement) in self.agreements.iter_mut() {
             if agreement.accepted || agreement.committed.len() < quorum {
                 continue;
             }
             if let Some(executions) = &agreement.executions {
                 agreement.accepted = true;
                 actions.push(Action::Persist {
-                    counter,
+                    slot,
                     executions: executions.clone(),
                 });
             }
@@ -397,12 +688,16 @@ impl ReplicaCore {
         actions
     }
 
-    /// The decision for `counter` is durable: send it to the database nodes.
-    pub fn persisted(&mut self, counter: u64) -> Vec<Action> {
-        let Some(agreement) = self.agreements.remove(&counter) else {
+    /// The decision for `slot` is durable: send it to the database nodes.
+    pub fn persisted(&mut self, slot: u64) -> Vec<Action> {
+        let Some(agreement) = self.agreements.remove(&slot) else {
             return Vec::new();
         };
+        self.decided.insert(slot, agreement.proposal);
         let executions = agreement.executions.unwrap_or_default();
+        if executions.is_empty() {
+            return Vec::new();
+        }
         for e in &executions {
             self.awaiting.insert(
                 e.order,
@@ -424,7 +719,6 @@ impl ReplicaCore {
             commit_db: self.commit_db(executions),
         }]
     }
-
     fn commit_db(&self, executions: Vec<Execution>) -> CommitDb {
         CommitDb {
             config_epoch: self.cluster.epoch(),
@@ -500,54 +794,247 @@ impl ReplicaCore {
         reply
     }
 
-    /// A client's request reached us directly: re-send the cached reply if it is a retransmission.
+    /// A client's request reached us directly: re-send the cached reply if it is a
+    /// retransmission; otherwise, if it is valid and not ordered yet, forward it to the primary
+    /// and start its timer.
     pub fn on_request(&mut self, request: &Request) -> Vec<Action> {
-        match self.replies.get(&request.client) {
-            Some(reply) if reply.timestamp == request.timestamp => {
-                vec![Action::SendReply(reply.clone())]
+        if let Some(reply) = self.replies.get(&request.client) {
+            if reply.timestamp == request.timestamp {
+                return vec![Action::SendReply(reply.clone())];
             }
-            _ => Vec::new(),
         }
+        let valid = self
+            .cluster
+            .client_key(request.client)
+            .is_some_and(|key| request.verify(key))
+            && request.declares_truthfully(self.rule.as_ref());
+        let newer = self.book.is_newer(request)
+            && self
+                .waiting
+                .get(&request.client)
+                .is_none_or(|&(ts, _)| ts < request.timestamp);
+        if !valid || !newer {
+            return Vec::new();
+        }
+        self.waiting
+            .insert(request.client, (request.timestamp, self.ticks));
+        vec![Action::ForwardRequest(request.clone())]
     }
 
-    /// A peer asks for COMMITs it lost.
+    /// A peer asks for messages it lost.
     pub fn on_fetch_commits(
         &self,
         from: NodeId,
         warrants: Option<RangeInclusive<u64>>,
-        prepares: &[u64],
+        slots: &[u64],
     ) -> Vec<Action> {
         let by_warrant = warrants
             .into_iter()
-            .flat_map(|range| self.sent.range(range).map(|(_, c)| c));
-        let by_prepare = prepares
+            .flat_map(|range| self.sent.range(range).map(|(_, m)| m));
+        let by_slot = slots
             .iter()
-            .filter_map(|p| self.sent_for.get(p).and_then(|w| self.sent.get(w)));
+            .filter_map(|s| self.sent_for.get(s).and_then(|w| self.sent.get(w)));
         by_warrant
-            .chain(by_prepare)
-            .map(|commit| Action::SendCommit {
-                to: Some(from),
-                commit: Box::new(commit.clone()),
+            .chain(by_slot)
+            .map(|message| match message {
+                FromPeer::Commit(commit) => Action::SendCommit {
+                    to: Some(from),
+                    commit: Box::new(commit.clone()),
+                },
+                FromPeer::ViewChange(vc) => Action::SendViewChange {
+                    to: Some(from),
+                    view_change: Box::new(vc.clone()),
+                },
             })
             .collect()
     }
 
-    /// A timer tick: ask again for what we miss, and re-send decisions to database nodes that
-    /// have not answered.
+    /// A REQ-VIEW-CHANGE from a replica (of any group).
+    pub fn on_req_view_change(&mut self, req: &ReqViewChange) -> Result<Vec<Action>, Reject> {
+        let group = self
+            .cluster
+            .config
+            .replicas
+            .iter()
+            .find(|r| r.id == req.replica.0)
+            .map(|r| GroupId(r.group));
+        let key = self.cluster.node_key(req.replica);
+        let (Some(group), Some(key)) = (group, key) else {
+            return Err(Reject::BadSignature);
+        };
+        if !req.verify(key) {
+            return Err(Reject::BadSignature);
+        }
+        Ok(self.asked_for(req.next_view, group, req.replica))
+    }
+
+    /// `replica` of `group` asked to move to `next_view`: we move once f+1 members of one group
+    /// asked (so f Byzantine replicas cannot force view changes).
+    fn asked_for(&mut self, next_view: View, group: GroupId, replica: NodeId) -> Vec<Action> {
+        if next_view <= self.view || self.changing_to.is_some_and(|v| v >= next_view) {
+            return Vec::new();
+        }
+        // Requests for views far ahead are not kept: a Byzantine replica could fill memory.
+        if next_view.0 > self.view.0 + 64 {
+            return Vec::new();
+        }
+        let askers = self
+            .asked
+            .entry(next_view)
+            .or_default()
+            .entry(group)
+            .or_default();
+        askers.insert(replica);
+        if askers.len() > self.f() {
+            self.start_view_change(next_view)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Leaves our view: no more COMMITs in it; our VIEW-CHANGE goes out once the USIG is free.
+    fn start_view_change(&mut self, next_view: View) -> Vec<Action> {
+        self.changing_to = Some(next_view);
+        self.changing_since = self.ticks;
+        self.consecutive_changes = self.consecutive_changes.saturating_add(1);
+        self.asked.retain(|v, _| *v > next_view);
+        self.to_warrant.clear();
+        self.view_change_due = Some(next_view);
+        let mut actions = self.request_view(next_view);
+        actions.extend(self.next_warrant());
+        actions
+    }
+
+    /// Asks every replica and candidate to move to `next_view` (once per view).
+    fn request_view(&mut self, next_view: View) -> Vec<Action> {
+        if next_view <= self.requested {
+            return Vec::new();
+        }
+        self.requested = next_view;
+        let req = ReqViewChange {
+            replica: self.me,
+            next_view,
+            signature: Signature([0; 64]),
+        }
+        .sign(&self.key);
+        let mut actions = vec![Action::SendReqViewChange(req)];
+        actions.extend(self.asked_for(next_view, self.group, self.me));
+        actions
+    }
+
+    /// A NEW-VIEW in its primary's counter order: the first valid one of a later view is ours.
+    fn delivered_new_view(&mut self, nv: NewView) -> Result<Vec<Action>, Reject> {
+        // Not a view before one we sent a VIEW-CHANGE for: that VIEW-CHANGE does not show it.
+        if nv.view <= self.view
+            || self.changing_to.is_some_and(|v| nv.view < v)
+            || nv.primary != primary_of(&self.cluster, nv.view)
+        {
+            return Ok(Vec::new());
+        }
+        let cut = self
+            .checker
+            .new_view(&nv)
+            .map_err(|_| Reject::InvalidNewView)?;
+        Ok(self.enter(nv, &cut))
+    }
+
+    /// Enters the NEW-VIEW's view: re-derives the order book over its cut, and agrees (with a
+    /// COMMIT of the NEW-VIEW slot) on our group's executions of the cut not decided here yet.
+    fn enter(&mut self, nv: NewView, cut: &[Slot]) -> Vec<Action> {
+        self.view = nv.view;
+        self.changing_to = None;
+        self.view_change_due = None;
+        self.asked.retain(|v, _| *v > nv.view);
+        self.left.retain(|_, v| *v > nv.view);
+        self.agreements.clear();
+        self.to_warrant.clear();
+        self.sent_for.clear();
+        let cut_len = cut.len() as u64;
+        self.decided.retain(|&slot, _| slot < cut_len);
+        self.book = OrderBook::new(&self.cluster);
+        let mut chain_at = chain_start(self.cluster.epoch());
+        let mut executions = Vec::new();
+        for (i, slot) in cut.iter().enumerate() {
+            chain_at = chain(&chain_at, slot.digest().as_ref());
+            let Slot::Prepare(p) = slot else {
+                continue;
+            };
+            let mine = self.order(p);
+            let decided_here = self.decided.get(&(i as u64 + 1)) == Some(&p.digest());
+            if !decided_here {
+                executions.extend(mine);
+            }
+        }
+        self.history = History {
+            base: Some(nv.encode()),
+            base_slot: cut_len,
+            base_counter: nv.ui.counter,
+            since_base: Vec::new(),
+            chain: chain_at,
+            next_slot: cut_len + 1,
+        };
+        let now = self.ticks;
+        for (_, since) in self.waiting.values_mut() {
+            *since = now;
+        }
+        self.agree(cut_len, nv.digest(), chain_at, None, executions);
+        let future = std::mem::take(&mut self.future);
+        let mut actions = Vec::new();
+        for commit in future {
+            if let Ok(more) = self.delivered_commit(commit) {
+                actions.extend(more);
+            }
+        }
+        actions.extend(self.next_warrant());
+        actions.extend(self.try_accept_all());
+        actions
+    }
+
+    /// The request timer, doubled for each consecutive view change.
+    fn timer(&self) -> u64 {
+        self.timeout << self.consecutive_changes.min(MAX_TIMER_DOUBLING)
+    }
+
+    /// A timer tick: ask again for what we miss, re-send decisions to database nodes that
+    /// have not answered, and ask for a view change when a request waited too long (or the view
+    /// change we are in does not complete).
     pub fn on_tick(&mut self) -> Vec<Action> {
         self.ticks += 1;
         let now = self.ticks;
         let mut actions = Vec::new();
-        if let Some(primary) = self.cluster.usig_of(self.primary_of(self.view)) {
-            if let Some(missing) = self.prepares.missing(primary) {
-                actions.push(Action::FetchPrepares(missing));
+        let timer = self.timer();
+        match self.changing_to {
+            None => {
+                let expired = self
+                    .waiting
+                    .values()
+                    .any(|&(_, since)| now - since >= timer);
+                if expired {
+                    actions.extend(self.request_view(View(self.view.0 + 1)));
+                }
+            }
+            Some(v) if now - self.changing_since >= timer => {
+                actions.extend(self.request_view(View(v.0 + 1)));
+            }
+            Some(_) => {}
+        }
+        // From every candidate, not only our view's primary: a NEW-VIEW we lost shows as a gap
+        // before the new primary's PREPAREs.
+        for candidate in &self.cluster.config.primaries {
+            let from = NodeId(candidate.id);
+            if let Some(counters) = self
+                .cluster
+                .usig_of(from)
+                .and_then(|usig| self.primaries.missing(usig))
+            {
+                actions.push(Action::FetchPrepares { from, counters });
             }
         }
         let mut short = Vec::new();
-        for (&counter, agreement) in self.agreements.iter_mut() {
+        for (&slot, agreement) in self.agreements.iter_mut() {
             if !agreement.accepted && now - agreement.asked >= RETRY_TICKS {
                 agreement.asked = now;
-                short.push(counter);
+                short.push(slot);
             }
         }
         let peers: Vec<NodeId> = self
@@ -560,15 +1047,22 @@ impl ReplicaCore {
             let warrants = self
                 .cluster
                 .usig_of(from)
-                .and_then(|usig| self.commits.missing(usig));
+                .and_then(|usig| self.peers.missing(usig));
             if warrants.is_some() || !short.is_empty() {
                 actions.push(Action::FetchCommits {
                     from,
                     warrants,
-                    prepares: short.clone(),
+                    slots: short.clone(),
                 });
             }
         }
+        actions.extend(self.resend_commit_dbs(now));
+        actions
+    }
+
+    /// Re-sends decisions to the database nodes that have not answered, with backoff.
+    fn resend_commit_dbs(&mut self, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
         let stale: Vec<u64> = self
             .awaiting
             .iter()

@@ -11,3 +11,4 @@ pub mod core;
 pub mod log;
 pub mod order;
 pub mod render;
+pub mod view;

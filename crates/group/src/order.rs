@@ -2,7 +2,7 @@
 //! sequence of PREPAREs (docs/protocol.md, "Global order and partitions").
 
 use proto::config::Cluster;
-use proto::{ClientId, Execution, GroupId, PartitionId, PartitionRule, Prepare};
+use proto::{ClientId, Execution, GroupId, PartitionId, PartitionRule, Prepare, Request};
 use std::collections::BTreeMap;
 
 /// Where the derivation stands.
@@ -28,6 +28,13 @@ impl OrderBook {
                 .collect(),
             last_ordered: BTreeMap::new(),
         }
+    }
+
+    /// True when the request is newer than its client's last ordered one.
+    pub fn is_newer(&self, request: &Request) -> bool {
+        self.last_ordered
+            .get(&request.client)
+            .is_none_or(|&last| request.timestamp > last)
     }
 
     /// Orders the entries of the next PREPARE (in primary counter order) and returns each
@@ -89,7 +96,7 @@ impl OrderBook {
 mod tests {
     use super::*;
     use proto::testing::{client_key, request, usig, BytesArePartitions, TestCluster};
-    use proto::{ConfigEpoch, NodeId, PrepareEntry, Request, View};
+    use proto::{ConfigEpoch, NodeId, PrepareEntry, View};
     use usig::Usig;
 
     fn prepare(requests: Vec<Request>) -> Prepare {

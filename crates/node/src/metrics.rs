@@ -180,6 +180,9 @@ pub fn kind(message: &proto::Message) -> &'static str {
         Reply(_) => "reply",
         FetchPrepares(_) => "fetch_prepares",
         FetchCommits(_) => "fetch_commits",
+        ReqViewChange(_) => "req_view_change",
+        ViewChange(_) => "view_change",
+        NewView(_) => "new_view",
     }
 }
 

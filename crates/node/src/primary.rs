@@ -8,7 +8,7 @@ use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
 use primary::core::{Action, PrimaryCore, Rejection};
 use proto::config::Cluster;
-use proto::{FetchPrepares, Message, NodeId, View};
+use proto::{FetchPrepares, Message, NodeId, Proposal, View};
 use std::future::Future;
 use std::path::PathBuf;
 
@@ -72,10 +72,14 @@ pub async fn run(
         for action in actions {
             match action {
                 Action::Warrant { bytes } => usig.warrant(bytes),
-                Action::Broadcast(prepare) => {
-                    metrics.batches.inc();
-                    metrics.batch_size.observe(prepare.entries.len() as f64);
-                    peers.to_nodes(replicas.iter().copied(), &Message::Prepare(prepare));
+                Action::Broadcast(proposal) => {
+                    if let Proposal::Prepare(prepare) = &proposal {
+                        metrics.batches.inc();
+                        metrics.batch_size.observe(prepare.entries.len() as f64);
+                    } else {
+                        tracing::info!(id = me.0, view = core.view().0, "new view: primary now");
+                    }
+                    peers.to_nodes(replicas.iter().copied(), &proposal.into_message());
                 }
             }
         }
@@ -107,6 +111,7 @@ fn on_frame(
                     Rejection::BadSignature => "bad_client_signature",
                     Rejection::BadPartitions => "bad_partitions",
                     Rejection::Duplicate => "duplicate_request",
+                    Rejection::NotPrimary => "not_primary",
                 });
                 Vec::new()
             }
@@ -115,6 +120,9 @@ fn on_frame(
             on_fetch(core, cluster, peers, metrics, fetch);
             Vec::new()
         }
+        Message::ViewChange(vc) => core.on_view_change(vc),
+        // Replicas tell candidates too; the VIEW-CHANGEs that follow are what counts here.
+        Message::ReqViewChange(_) => Vec::new(),
         other => {
             metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
             Vec::new()
@@ -142,7 +150,7 @@ fn on_fetch(
     }
     let start = *fetch.counters.start();
     let end = (*fetch.counters.end()).min(start.saturating_add(MAX_FETCH - 1));
-    for prepare in core.on_fetch(start..=end) {
-        peers.to_node(fetch.replica, &Message::Prepare(prepare));
+    for proposal in core.on_fetch(start..=end) {
+        peers.to_node(fetch.replica, &proposal.into_message());
     }
 }

@@ -10,7 +10,7 @@ use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
 use group::log::DecisionLog;
 use proto::config::Cluster;
-use proto::{FetchCommits, FetchPrepares, Message, NodeId, Signature};
+use proto::{FetchCommits, FetchPrepares, Message, NodeId, Proposal, Signature};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,14 @@ fn start_log(
     Ok((append, results))
 }
 
+/// How long a request may wait to be ordered before a replica asks for a view change.
+const VIEW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// [`VIEW_TIMEOUT`] in timer ticks.
+fn view_timeout_ticks(tick: Duration) -> u64 {
+    (VIEW_TIMEOUT.as_millis() / tick.as_millis().max(1)) as u64
+}
+
 /// Runs the replica until `shutdown` completes.
 pub async fn run(
     options: ReplicaOptions,
@@ -97,6 +105,7 @@ pub async fn run(
         app.renderer(),
         proto::SigningKey::from_seed(*key.seed()),
         me,
+        view_timeout_ticks(options.node.tick),
     )
     .ok_or(NodeError::UnknownNode(me.0))?;
     let (append, mut synced) = start_log(&options.data_dir, cluster.config.config_epoch)?;
@@ -117,6 +126,21 @@ pub async fn run(
         .db_nodes
         .iter()
         .map(|d| NodeId(d.id))
+        .collect();
+    let candidates: Vec<NodeId> = cluster
+        .config
+        .primaries
+        .iter()
+        .map(|p| NodeId(p.id))
+        .collect();
+    // Every other replica and every candidate, for REQ-VIEW-CHANGE.
+    let everyone: Vec<NodeId> = cluster
+        .config
+        .replicas
+        .iter()
+        .map(|r| NodeId(r.id))
+        .filter(|&id| id != me)
+        .chain(candidates.iter().copied())
         .collect();
     // When each order's decision became durable, for the decision-to-reply latency.
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
@@ -155,31 +179,53 @@ pub async fn run(
                         None => peers.to_nodes(mates.iter().copied(), &m),
                     }
                 }
-                Action::FetchPrepares(counters) => {
+                Action::FetchPrepares { from, counters } => {
                     let fetch = FetchPrepares {
                         replica: me,
                         counters,
                         signature: Signature([0; 64]),
                     }
                     .sign(&key);
-                    peers.to_node(core.primary(), &Message::FetchPrepares(fetch));
+                    peers.to_node(from, &Message::FetchPrepares(fetch));
+                }
+                Action::ForwardRequest(request) => {
+                    peers.to_node(core.primary(), &Message::Request(request));
+                }
+                Action::SendViewChange { to, view_change } => {
+                    let m = Message::ViewChange(*view_change);
+                    match to {
+                        Some(peer) => peers.to_node(peer, &m),
+                        None => {
+                            tracing::warn!(id = me.0, "view change: VIEW-CHANGE sent");
+                            peers.to_nodes(mates.iter().chain(&candidates).copied(), &m)
+                        }
+                    }
+                }
+                Action::SendReqViewChange(req) => {
+                    tracing::warn!(
+                        id = me.0,
+                        next_view = req.next_view.0,
+                        "a request waited too long: asking for a view change"
+                    );
+                    let m = Message::ReqViewChange(req);
+                    peers.to_nodes(everyone.iter().copied(), &m);
                 }
                 Action::FetchCommits {
                     from,
                     warrants,
-                    prepares,
+                    slots,
                 } => {
                     let fetch = FetchCommits {
                         replica: me,
                         warrants,
-                        prepares,
+                        slots,
                         signature: Signature([0; 64]),
                     }
                     .sign(&key);
                     peers.to_node(from, &Message::FetchCommits(fetch));
                 }
                 Action::Persist {
-                    counter,
+                    slot: counter,
                     executions,
                 } => {
                     let now = Instant::now();
@@ -240,6 +286,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         // Answers to our own fetches, and PREPAREs carried again by COMMITs: harmless.
         Reject::Warrant(usig::VerifyError::Replay { .. }) => "duplicate_warrant",
         Reject::Warrant(_) => "bad_warrant",
+        Reject::InvalidNewView => "invalid_new_view",
     }
 }
 
@@ -253,15 +300,18 @@ fn on_frame(
         return Vec::new();
     };
     let result = match message {
-        Message::Prepare(p) => core.on_prepare(p),
+        Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)),
+        Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)),
         Message::Commit(c) => core.on_commit(c),
+        Message::ViewChange(vc) => core.on_view_change(vc),
+        Message::ReqViewChange(r) => core.on_req_view_change(&r),
         Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
         Message::Request(r) => Ok(core.on_request(&r)),
         Message::FetchCommits(f) => {
             let mate = cluster.members(core.group()).any(|r| r.id == f.replica.0);
             let key = cluster.node_key(f.replica).filter(|_| mate);
             if key.is_some_and(|k| f.verify(k)) {
-                Ok(core.on_fetch_commits(f.replica, f.warrants, &f.prepares))
+                Ok(core.on_fetch_commits(f.replica, f.warrants, &f.slots))
             } else {
                 Err(Reject::BadSignature)
             }

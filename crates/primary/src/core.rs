@@ -6,9 +6,17 @@
 //! component warrants one batch (milliseconds on a TPM), the next one accumulates. Each request
 //! goes to the group serving its partition; a multi-partition request to the group of its first
 //! partition.
+//!
+//! Every primary candidate runs this core; only the primary of the current view orders. A
+//! candidate becomes primary of view v when it holds f+1 valid VIEW-CHANGEs for v from every
+//! group: it warrants the NEW-VIEW that carries them and continues ordering after it.
 
+use group::view::{primary_of, Checker};
 use proto::config::Cluster;
-use proto::{ClientId, GroupId, NodeId, PartitionRule, Prepare, PrepareEntry, Request, View};
+use proto::{
+    ClientId, GroupId, NewView, NodeId, PartitionRule, Prepare, PrepareEntry, Proposal, Request,
+    View, ViewChange,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -23,6 +31,8 @@ pub enum Rejection {
     BadPartitions,
     /// Not newer than the client's last admitted request (a retransmission or a replay).
     Duplicate,
+    /// This candidate is not the primary of its view (yet).
+    NotPrimary,
 }
 
 /// What the driver must do.
@@ -30,8 +40,14 @@ pub enum Rejection {
 pub enum Action {
     /// Ask the USIG for a warrant over `bytes`, then call [`PrimaryCore::warranted`].
     Warrant { bytes: Vec<u8> },
-    /// Send this PREPARE to every group replica.
-    Broadcast(Prepare),
+    /// Send this PREPARE or NEW-VIEW to every group replica.
+    Broadcast(Proposal),
+}
+
+/// What the USIG is warranting now.
+enum Signing {
+    Batch(Vec<PrepareEntry>),
+    NewView(View, Vec<ViewChange>),
 }
 
 /// PREPAREs kept to answer replicas that lost them; older ones are left to state transfer.
@@ -45,18 +61,22 @@ pub struct PrimaryCore {
     view: View,
     max_batch: usize,
     pending: VecDeque<PrepareEntry>,
-    /// Entries at the USIG now.
-    signing: Option<Vec<PrepareEntry>>,
+    signing: Option<Signing>,
     last_admitted: BTreeMap<ClientId, u64>,
-    /// Recent PREPAREs by warrant counter, and where each client's latest request was ordered.
-    recent: BTreeMap<u64, Prepare>,
+    /// Recent PREPAREs and NEW-VIEWs by warrant counter, and where each client's latest request
+    /// was ordered.
+    recent: BTreeMap<u64, Proposal>,
     ordered_in: BTreeMap<ClientId, (u64, u64)>,
     /// PREPAREs re-broadcast since the last tick (at most once per tick each).
     rebroadcast: BTreeSet<u64>,
+    checker: Checker,
+    /// Valid VIEW-CHANGEs for views this candidate is the primary of, by sender.
+    view_changes: BTreeMap<View, BTreeMap<NodeId, ViewChange>>,
 }
 
 impl PrimaryCore {
-    /// A primary for `view`, batching at most `max_batch` requests per PREPARE.
+    /// A candidate in `view` (the primary if it is that view's), batching at most `max_batch`
+    /// requests per PREPARE.
     pub fn new(
         cluster: Arc<Cluster>,
         rule: Arc<dyn PartitionRule>,
@@ -65,7 +85,6 @@ impl PrimaryCore {
         max_batch: usize,
     ) -> Self {
         PrimaryCore {
-            cluster,
             rule,
             me,
             view,
@@ -76,13 +95,65 @@ impl PrimaryCore {
             recent: BTreeMap::new(),
             ordered_in: BTreeMap::new(),
             rebroadcast: BTreeSet::new(),
+            checker: Checker::new(cluster.clone()),
+            cluster,
+            view_changes: BTreeMap::new(),
         }
+    }
+
+    /// True when this candidate orders requests in its current view.
+    pub fn is_primary(&self) -> bool {
+        primary_of(&self.cluster, self.view) == self.me
+    }
+
+    /// The view this candidate is in.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// A replica's VIEW-CHANGE. Kept if it is valid and for a later view this candidate is the
+    /// primary of; with f+1 from every group the NEW-VIEW is warranted.
+    pub fn on_view_change(&mut self, vc: ViewChange) -> Vec<Action> {
+        let next = vc.next_view;
+        if next <= self.view || primary_of(&self.cluster, next) != self.me {
+            return Vec::new();
+        }
+        if self.checker.view_change(&vc).is_err() {
+            return Vec::new();
+        }
+        self.view_changes
+            .entry(next)
+            .or_default()
+            .insert(vc.replica, vc);
+        self.next_batch()
+    }
+
+    /// The VIEW-CHANGEs of the latest view that has f+1 from every group, f+1 per group.
+    fn new_view_quorum(&self) -> Option<(View, Vec<ViewChange>)> {
+        let quorum = self.cluster.config.f + 1;
+        let (&view, changes) = self.view_changes.iter().next_back()?;
+        let mut chosen = Vec::new();
+        for g in &self.cluster.config.groups {
+            let of_group: Vec<&ViewChange> = changes
+                .values()
+                .filter(|vc| vc.group.0 == g.id)
+                .take(quorum)
+                .collect();
+            if of_group.len() < quorum {
+                return None;
+            }
+            chosen.extend(of_group.into_iter().cloned());
+        }
+        Some((view, chosen))
     }
 
     /// A client request arrived. The retransmission of a request already ordered re-broadcasts
     /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
     /// no replica can see.
     pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
+        if !self.is_primary() {
+            return Err(Rejection::NotPrimary);
+        }
         let group = match self.admit(&request) {
             Err(Rejection::Duplicate) => return self.retransmitted(&request),
             other => other?,
@@ -92,10 +163,27 @@ impl PrimaryCore {
         Ok(self.next_batch())
     }
 
-    /// The USIG warranted the batch in flight.
+    /// The USIG warranted the batch or NEW-VIEW in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let Some(entries) = self.signing.take() else {
-            return Vec::new();
+        let entries = match self.signing.take() {
+            None => return Vec::new(),
+            Some(Signing::Batch(entries)) => entries,
+            Some(Signing::NewView(view, view_changes)) => {
+                let nv = NewView {
+                    view,
+                    config_epoch: self.cluster.epoch(),
+                    primary: self.me,
+                    view_changes,
+                    ui,
+                };
+                self.view = view;
+                self.view_changes.retain(|v, _| *v > view);
+                let proposal = Proposal::NewView(nv);
+                self.keep(proposal.clone());
+                let mut actions = vec![Action::Broadcast(proposal)];
+                actions.extend(self.next_batch());
+                return actions;
+            }
         };
         let counter = ui.counter;
         let prepare = Prepare {
@@ -109,17 +197,22 @@ impl PrimaryCore {
             self.ordered_in
                 .insert(e.request.client, (e.request.timestamp, counter));
         }
-        self.recent.insert(counter, prepare.clone());
-        while self.recent.len() > KEEP_PREPARES {
-            self.recent.pop_first();
-        }
-        let mut actions = vec![Action::Broadcast(prepare)];
+        let proposal = Proposal::Prepare(prepare);
+        self.keep(proposal.clone());
+        let mut actions = vec![Action::Broadcast(proposal)];
         actions.extend(self.next_batch());
         actions
     }
 
-    /// A replica asks for PREPAREs it lost (a gap in the warrant counters it holds).
-    pub fn on_fetch(&self, counters: RangeInclusive<u64>) -> Vec<Prepare> {
+    fn keep(&mut self, proposal: Proposal) {
+        self.recent.insert(proposal.ui().counter, proposal);
+        while self.recent.len() > KEEP_PREPARES {
+            self.recent.pop_first();
+        }
+    }
+
+    /// A replica asks for PREPAREs or NEW-VIEWs it lost (a gap in the warrant counters it holds).
+    pub fn on_fetch(&self, counters: RangeInclusive<u64>) -> Vec<Proposal> {
         self.recent
             .range(counters)
             .map(|(_, p)| p.clone())
@@ -139,8 +232,8 @@ impl PrimaryCore {
             return Err(Rejection::Duplicate);
         }
         match self.recent.get(&counter) {
-            Some(prepare) if self.rebroadcast.insert(counter) => {
-                Ok(vec![Action::Broadcast(prepare.clone())])
+            Some(proposal) if self.rebroadcast.insert(counter) => {
+                Ok(vec![Action::Broadcast(proposal.clone())])
             }
             _ => Ok(Vec::new()),
         }
@@ -183,15 +276,25 @@ impl PrimaryCore {
         Ok(group)
     }
 
-    /// Starts warranting the next batch if the USIG is free: everything pending, up to the limit.
+    /// Starts warranting the NEW-VIEW that makes this candidate primary, or else the next batch,
+    /// if the USIG is free: everything pending, up to the limit.
     fn next_batch(&mut self) -> Vec<Action> {
-        if self.signing.is_some() || self.pending.is_empty() {
+        if self.signing.is_some() {
+            return Vec::new();
+        }
+        if let Some((view, view_changes)) = self.new_view_quorum() {
+            let bytes =
+                NewView::warranted_bytes(view, self.cluster.epoch(), self.me, &view_changes);
+            self.signing = Some(Signing::NewView(view, view_changes));
+            return vec![Action::Warrant { bytes }];
+        }
+        if self.pending.is_empty() || !self.is_primary() {
             return Vec::new();
         }
         let take = self.pending.len().min(self.max_batch);
         let entries: Vec<PrepareEntry> = self.pending.drain(..take).collect();
         let bytes = Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries);
-        self.signing = Some(entries);
+        self.signing = Some(Signing::Batch(entries));
         vec![Action::Warrant { bytes }]
     }
 }
@@ -229,7 +332,9 @@ mod tests {
             assert!(p.on_request(request(c, 1, &[1])).unwrap().is_empty());
         }
         let out = p.warranted(warrant(bytes));
-        let [Action::Broadcast(prepare), Action::Warrant { .. }] = out.as_slice() else {
+        let [Action::Broadcast(Proposal::Prepare(prepare)), Action::Warrant { .. }] =
+            out.as_slice()
+        else {
             panic!("{out:?}")
         };
         assert_eq!(prepare.entries.len(), 1);
@@ -246,7 +351,7 @@ mod tests {
         };
         p.on_request(request(2, 1, &[0, 1])).unwrap();
         let out = p.warranted(warrant(bytes));
-        let Action::Broadcast(first) = &out[0] else {
+        let Action::Broadcast(Proposal::Prepare(first)) = &out[0] else {
             panic!()
         };
         assert_eq!(first.entries[0].group, GroupId(1));
@@ -254,7 +359,7 @@ mod tests {
             panic!()
         };
         let out = p.warranted(warrant(bytes));
-        let Action::Broadcast(second) = &out[0] else {
+        let Action::Broadcast(Proposal::Prepare(second)) = &out[0] else {
             panic!()
         };
         assert_eq!(second.entries[0].group, GroupId(0));

@@ -8,10 +8,14 @@ pub mod ids;
 pub mod keys;
 pub mod message;
 pub mod testing;
+pub mod view;
 
 pub use crypto::{PublicKey, Signature, SigningKey};
 pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{
-    Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares, Message, PartitionRule,
-    Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
+    chain, chain_start, Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares,
+    Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
+};
+pub use view::{
+    NewView, Proposal, ReqViewChange, ViewChange, ViewChangeBody, Warranted, MAX_NESTED_VIEWS,
 };

@@ -116,21 +116,84 @@ impl Prepare {
     }
 }
 
-/// A group member's agreement to a PREPARE, certified by its own unique warrant.
+/// A group member's agreement to what is at one slot of its history (a PREPARE, or the NEW-VIEW
+/// that starts a view), certified by its own unique warrant. Chained: it also vouches for the
+/// whole history before the slot (`prefix`), so a VIEW-CHANGE that contains it must contain that
+/// history (docs/protocol.md, "View change").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Commit {
     pub view: View,
     pub replica: NodeId,
-    pub prepare: Prepare,
+    /// Position in the history: PREPAREs and NEW-VIEWs in the order every replica processes them.
+    pub slot: u64,
+    /// Digest of what is at the slot ([`Prepare::digest`] or [`crate::NewView::digest`]).
+    pub proposal: MessageDigest,
+    /// Running digest of the history `1..=slot` ([`chain`]).
+    pub prefix: MessageDigest,
+    /// The PREPARE, so that a peer that missed it learns it (MinBFT); `None` for a NEW-VIEW slot
+    /// and in the log of a VIEW-CHANGE.
+    pub prepare: Option<Prepare>,
     /// The replica's warrant over [`Commit::warranted_bytes`].
     pub ui: UniqueWarrant,
 }
 
 impl Commit {
-    /// What the replica's USIG warrants: view, replica and the PREPARE's digest.
-    pub fn warranted_bytes(view: View, replica: NodeId, prepare: &Prepare) -> Vec<u8> {
-        canonical(&(b"cloudbft/commit/v1", view, replica, prepare.digest().0))
+    /// What the replica's USIG warrants.
+    pub fn warranted_bytes(
+        view: View,
+        replica: NodeId,
+        slot: u64,
+        proposal: &MessageDigest,
+        prefix: &MessageDigest,
+    ) -> Vec<u8> {
+        canonical(&(
+            b"cloudbft/commit/v2",
+            view,
+            replica,
+            slot,
+            proposal.0,
+            prefix.0,
+        ))
     }
+
+    /// This COMMIT's warranted bytes.
+    pub fn own_warranted_bytes(&self) -> Vec<u8> {
+        Self::warranted_bytes(
+            self.view,
+            self.replica,
+            self.slot,
+            &self.proposal,
+            &self.prefix,
+        )
+    }
+
+    /// The COMMIT without the PREPARE it carries, as a VIEW-CHANGE logs it.
+    pub fn stub(&self) -> Commit {
+        Commit {
+            prepare: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// The running digest of a history: `chain(previous, slot)` extends the digest of the slots
+/// before with what is at this one (`None` for a null slot of a new view's cut).
+pub fn chain(previous: &MessageDigest, slot: Option<&MessageDigest>) -> MessageDigest {
+    let mut bytes = b"cloudbft/chain/v1".to_vec();
+    bytes.extend_from_slice(&previous.0);
+    match slot {
+        Some(d) => {
+            bytes.push(1);
+            bytes.extend_from_slice(&d.0);
+        }
+        None => bytes.push(0),
+    }
+    MessageDigest::of(&bytes)
+}
+
+/// The digest of the empty history of a configuration epoch.
+pub fn chain_start(config_epoch: ConfigEpoch) -> MessageDigest {
+    MessageDigest::of(&canonical(&(b"cloudbft/chain-start/v1", config_epoch)))
 }
 
 /// A decided operation: its global order, its position on each partition it holds, and the
@@ -184,17 +247,19 @@ pub struct FetchPrepares {
     pub signature: Signature,
 }
 
-/// A replica asks a group peer to send again the COMMITs with these warrant counters (a gap in
-/// the peer's sequence) and those for these PREPARE counters (agreements short of f+1).
+/// A replica asks a group peer to send again the messages with these warrant counters (a gap in
+/// the peer's sequence) and its COMMITs for these slots (agreements short of f+1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FetchCommits {
     pub replica: NodeId,
     pub warrants: Option<RangeInclusive<u64>>,
-    pub prepares: Vec<u64>,
+    pub slots: Vec<u64>,
     pub signature: Signature,
 }
 
 /// Implements signing for a node-authenticated message whose last field is `signature`.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! node_signed {
     ($ty:ident, $domain:literal, |$m:ident| $fields:expr) => {
         impl $ty {
@@ -244,7 +309,7 @@ node_signed!(FetchPrepares, b"cloudbft/fetch-prepares/v1", |m| (
 node_signed!(FetchCommits, b"cloudbft/fetch-commits/v1", |m| (
     m.replica,
     &m.warrants,
-    &m.prepares
+    &m.slots
 ));
 
 /// Every message a cloudbft node sends or receives.
@@ -258,6 +323,9 @@ pub enum Message {
     Reply(Reply),
     FetchPrepares(FetchPrepares),
     FetchCommits(FetchCommits),
+    ReqViewChange(crate::ReqViewChange),
+    ViewChange(crate::ViewChange),
+    NewView(crate::NewView),
 }
 
 /// What travels in one frame: the protocol version and one message.
@@ -293,7 +361,7 @@ impl Envelope {
 }
 
 /// The canonical encoding of in-memory values (postcard cannot fail on these types).
-fn canonical<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn canonical<T: Serialize>(value: &T) -> Vec<u8> {
     wire::encode(value).expect("postcard encodes plain data into a Vec")
 }
 
@@ -469,8 +537,11 @@ mod tests {
             let good = Envelope::encode(&Message::Commit(Commit {
                 view: View(0),
                 replica: NodeId(1),
+                slot: 1,
+                proposal: p.digest(),
+                prefix: chain(&chain_start(ConfigEpoch(1)), Some(&p.digest())),
                 ui: p.ui.clone(),
-                prepare: p,
+                prepare: Some(p),
             }));
             for cut in 0..good.len() {
                 prop_assert!(Envelope::decode(&good[..cut]).is_err());

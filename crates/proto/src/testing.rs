@@ -9,8 +9,9 @@ use crate::ids::{ClientId, NodeId};
 use usig::soft::SoftUsig;
 use usig::{Enrollment, EnrollmentRecord, Epoch, UsigId};
 
-/// A local cluster layout: primary 0 on m0; group g's member k is node 100(g+1)+k on machine mk;
-/// database node 10+k on machine mk; clients 1..=clients.
+/// A local cluster layout: primary candidates 0, 1, 2 on machines p0, p1, p2 (view v's primary is
+/// candidate v mod 3); group g's member k is node 100(g+1)+k on machine mk; database node 10+k
+/// on machine mk; clients 1..=clients.
 pub struct TestCluster {
     pub cluster: Cluster,
 }
@@ -26,13 +27,15 @@ impl TestCluster {
             usig: "soft".into(),
             application: "bank".into(),
             epoch_start: Default::default(),
-            primaries: vec![NodeConfig {
-                id: 0,
-                addr: "sim:0".into(),
-                machine: "m0".into(),
-                usig: usig_id(NodeId(0)).0,
-                public_key: node_key(NodeId(0)).public_key().to_hex(),
-            }],
+            primaries: (0..CANDIDATES)
+                .map(|id| NodeConfig {
+                    id,
+                    addr: format!("sim:{id}"),
+                    machine: format!("p{id}"),
+                    usig: usig_id(NodeId(id)).0,
+                    public_key: node_key(NodeId(id)).public_key().to_hex(),
+                })
+                .collect(),
             groups: Vec::new(),
             replicas: Vec::new(),
             db_nodes: Vec::new(),
@@ -43,7 +46,7 @@ impl TestCluster {
                     public_key: client_key(ClientId(id)).public_key().to_hex(),
                 })
                 .collect(),
-            enrollments: vec![enrollment(NodeId(0))],
+            enrollments: (0..CANDIDATES).map(|id| enrollment(NodeId(id))).collect(),
         };
         for g in 0..groups {
             c.groups.push(GroupConfig {
@@ -77,6 +80,9 @@ impl TestCluster {
         TestCluster { cluster }
     }
 }
+
+/// Primary candidates in a test cluster.
+pub const CANDIDATES: u32 = 3;
 
 /// The USIG identity of a node in a test cluster.
 pub fn usig_id(node: NodeId) -> UsigId {

@@ -10,7 +10,8 @@ use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
 use proto::testing::{client_key, node_key, usig, TestCluster};
 use proto::{
-    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Reply, Request, Signature, View,
+    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Proposal, Reply, Request,
+    Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -33,6 +34,17 @@ pub enum Fault {
     ForgedClient,
     /// The network re-injects old client requests at random times.
     ReplayRequests,
+    /// The primary of view 0 crashes at this time (it processes and sends nothing after).
+    CrashPrimary(u64),
+    /// From this time on the primary of view 0 orders nothing new (it still answers fetches).
+    StallPrimary(u64),
+    /// The primary of view 0 never sends PREPAREs to this group's replicas, nor answers them.
+    WithholdFromGroup(GroupId),
+    /// The primary of view 0 warrants a PREPARE it never sends, every few batches.
+    SkipCounters,
+    /// The primary of view 0 sends each PREPARE to a random subset of the replicas and answers
+    /// no fetches.
+    PrepareToSubset,
 }
 
 /// What to simulate.
@@ -97,6 +109,8 @@ pub struct Outcome {
     /// Peers' COMMIT counters that replicas still miss at the end: a warrant that was made but
     /// never sent leaves a hole the peers can never fill.
     pub commit_gaps: usize,
+    /// The view each replica ended in.
+    pub views: BTreeMap<NodeId, View>,
     pub time: u64,
 }
 
@@ -137,7 +151,7 @@ impl Renderer for SimRenderer {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Addr {
-    Primary,
+    Primary(NodeId),
     Replica(NodeId),
     Db(NodeId),
     Client(ClientId),
@@ -169,8 +183,9 @@ struct World {
     rng: Rng,
     net: Network<Addr, Msg>,
     now: u64,
-    primary: PrimaryCore,
-    primary_usig: SoftUsig,
+    primaries: BTreeMap<NodeId, (PrimaryCore, SoftUsig)>,
+    /// Counters the faulty primary warranted and never sent.
+    skipped: BTreeSet<u64>,
     replicas: BTreeMap<NodeId, (ReplicaCore, SoftUsig)>,
     voters: BTreeMap<NodeId, (VoterCore, ModelDb)>,
     clients: Vec<Client>,
@@ -182,6 +197,10 @@ const TICK: u64 = 50;
 /// Simulated time after the last client finished, for lagging nodes to catch up.
 const GRACE: u64 = 2_000;
 const CLIENT_TIMEOUT: u64 = 200;
+/// Ticks a replica lets a request wait before it asks for a view change.
+const VIEW_TIMEOUT_TICKS: u64 = 20;
+/// The primary of view 0, the one the primary faults apply to.
+const FIRST_PRIMARY: NodeId = NodeId(0);
 
 /// Runs a scenario to completion (every client done) or to its time limit.
 pub fn run(scenario: Scenario) -> Outcome {
@@ -236,6 +255,7 @@ impl World {
                     renderer.clone(),
                     node_key(id),
                     id,
+                    VIEW_TIMEOUT_TICKS,
                 )
                 .expect("replica in the cluster");
                 (id, (core, usig(id)))
@@ -275,14 +295,23 @@ impl World {
                 max_delay: scenario.max_delay,
             }),
             now: 0,
-            primary: PrimaryCore::new(
-                cluster.clone(),
-                rule,
-                NodeId(0),
-                View(0),
-                scenario.max_batch,
-            ),
-            primary_usig: usig(NodeId(0)),
+            primaries: cluster
+                .config
+                .primaries
+                .iter()
+                .map(|p| {
+                    let id = NodeId(p.id);
+                    let core = PrimaryCore::new(
+                        cluster.clone(),
+                        rule.clone(),
+                        id,
+                        View(0),
+                        scenario.max_batch,
+                    );
+                    (id, (core, usig(id)))
+                })
+                .collect(),
+            skipped: BTreeSet::new(),
             replicas,
             voters,
             clients,
@@ -334,7 +363,13 @@ impl World {
     }
 
     fn broadcast_request(&mut self, request: Request) {
-        self.send(Addr::Primary, Msg::Proto(Message::Request(request.clone())));
+        let candidates: Vec<NodeId> = self.primaries.keys().copied().collect();
+        for id in candidates {
+            self.send(
+                Addr::Primary(id),
+                Msg::Proto(Message::Request(request.clone())),
+            );
+        }
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
         for id in ids {
             self.send(
@@ -345,7 +380,9 @@ impl World {
     }
 
     fn tick(&mut self) {
-        self.primary.on_tick();
+        for (core, _) in self.primaries.values_mut() {
+            core.on_tick();
+        }
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
         for id in ids {
             let actions = self
@@ -391,13 +428,42 @@ impl World {
 
     fn deliver(&mut self, to: Addr, msg: Msg) {
         match (to, msg) {
-            (Addr::Primary, Msg::Proto(Message::Request(r))) => match self.primary.on_request(r) {
-                Ok(actions) => self.primary_actions(actions),
-                Err(_) => self.rejected += 1,
-            },
-            (Addr::Primary, Msg::FetchPrepares(from, range)) => {
-                for p in self.primary.on_fetch(range) {
-                    self.send(Addr::Replica(from), Msg::Proto(Message::Prepare(p)));
+            (Addr::Primary(id), _) if self.crashed(id) => {}
+            (Addr::Primary(id), Msg::Proto(Message::Request(r))) => {
+                if id == FIRST_PRIMARY && self.stalled() {
+                    return;
+                }
+                let Some((core, _)) = self.primaries.get_mut(&id) else {
+                    return;
+                };
+                match core.on_request(r) {
+                    Ok(actions) => self.primary_actions(id, actions),
+                    Err(_) => self.rejected += 1,
+                }
+            }
+            (Addr::Primary(id), Msg::Proto(Message::ViewChange(vc))) => {
+                let actions = self
+                    .primaries
+                    .get_mut(&id)
+                    .map(|(core, _)| core.on_view_change(vc))
+                    .unwrap_or_default();
+                self.primary_actions(id, actions);
+            }
+            (Addr::Primary(_), Msg::Proto(Message::ReqViewChange(_))) => {}
+            (Addr::Primary(id), Msg::FetchPrepares(from, range)) => {
+                if id == FIRST_PRIMARY && !self.answers(from) {
+                    return;
+                }
+                let Some((core, _)) = self.primaries.get(&id) else {
+                    return;
+                };
+                let proposals: Vec<Proposal> = core
+                    .on_fetch(range)
+                    .into_iter()
+                    .filter(|p| id != FIRST_PRIMARY || !self.skipped.contains(&p.ui().counter))
+                    .collect();
+                for p in proposals {
+                    self.send(Addr::Replica(from), Msg::Proto(p.into_message()));
                 }
             }
             (Addr::Replica(id), Msg::Warranted(ui)) => {
@@ -419,8 +485,11 @@ impl World {
                     return;
                 };
                 let result = match m {
-                    Message::Prepare(p) => core.on_prepare(p).map_err(|_| ()),
+                    Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)).map_err(|_| ()),
+                    Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)).map_err(|_| ()),
                     Message::Commit(c) => core.on_commit(c).map_err(|_| ()),
+                    Message::ViewChange(vc) => core.on_view_change(vc).map_err(|_| ()),
+                    Message::ReqViewChange(r) => core.on_req_view_change(&r).map_err(|_| ()),
                     Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(|_| ()),
                     Message::Request(r) => Ok(core.on_request(&r)),
                     _ => Err(()),
@@ -447,24 +516,69 @@ impl World {
         }
     }
 
-    fn primary_actions(&mut self, mut actions: Vec<PrimaryAction>) {
+    fn primary_actions(&mut self, id: NodeId, mut actions: Vec<PrimaryAction>) {
         while let Some(action) = actions.pop() {
             match action {
                 PrimaryAction::Warrant { bytes } => {
-                    let ui = self.primary_usig.create_ui(&bytes).expect("soft usig");
-                    actions.extend(self.primary.warranted(ui));
+                    let Some((core, usig)) = self.primaries.get_mut(&id) else {
+                        return;
+                    };
+                    let ui = usig.create_ui(&bytes).expect("soft usig");
+                    actions.extend(core.warranted(ui));
                 }
-                PrimaryAction::Broadcast(prepare) => {
-                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-                    for id in ids {
-                        self.send(
-                            Addr::Replica(id),
-                            Msg::Proto(Message::Prepare(prepare.clone())),
-                        );
-                    }
-                }
+                PrimaryAction::Broadcast(proposal) => self.broadcast_proposal(id, proposal),
             }
         }
+    }
+
+    /// Sends a candidate's PREPARE or NEW-VIEW to every replica, as the scenario's faults of
+    /// the first primary allow.
+    fn broadcast_proposal(&mut self, from: NodeId, proposal: Proposal) {
+        if from == FIRST_PRIMARY && self.faulty(Fault::SkipCounters) {
+            // Every fifth counter is warranted and never sent: a hole no fetch can fill.
+            let counter = proposal.ui().counter;
+            if counter.is_multiple_of(5) {
+                self.skipped.insert(counter);
+                return;
+            }
+        }
+        let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+        for id in ids {
+            if from == FIRST_PRIMARY {
+                if !self.answers(id) {
+                    continue;
+                }
+                if self.faulty(Fault::PrepareToSubset) && self.rng.chance(0.5) {
+                    continue;
+                }
+            }
+            self.send(
+                Addr::Replica(id),
+                Msg::Proto(proposal.clone().into_message()),
+            );
+        }
+    }
+
+    fn crashed(&self, id: NodeId) -> bool {
+        id == FIRST_PRIMARY
+            && self
+                .scenario
+                .faults
+                .iter()
+                .any(|f| matches!(f, Fault::CrashPrimary(at) if self.now >= *at))
+    }
+
+    fn stalled(&self) -> bool {
+        self.scenario
+            .faults
+            .iter()
+            .any(|f| matches!(f, Fault::StallPrimary(at) if self.now >= *at))
+    }
+
+    /// Whether the first primary sends to (and answers) this replica.
+    fn answers(&self, replica: NodeId) -> bool {
+        let group = self.group_of(replica);
+        !self.faulty(Fault::WithholdFromGroup(group)) && !self.faulty(Fault::PrepareToSubset)
     }
 
     fn replica_actions(&mut self, id: NodeId, actions: Vec<ReplicaAction>) {
@@ -494,20 +608,44 @@ impl World {
                         }
                     }
                 }
-                ReplicaAction::FetchPrepares(range) => {
-                    self.send(Addr::Primary, Msg::FetchPrepares(id, range))
+                ReplicaAction::FetchPrepares { from, counters } => {
+                    self.send(Addr::Primary(from), Msg::FetchPrepares(id, counters))
+                }
+                ReplicaAction::ForwardRequest(r) => {
+                    let primary = self.primary_of_replica(id);
+                    self.send(Addr::Primary(primary), Msg::Proto(Message::Request(r)))
                 }
                 ReplicaAction::FetchCommits {
                     from,
                     warrants,
-                    prepares,
-                } => self.send(
-                    Addr::Replica(from),
-                    Msg::FetchCommits(id, warrants, prepares),
-                ),
-                ReplicaAction::Persist { counter, .. } => {
+                    slots,
+                } => self.send(Addr::Replica(from), Msg::FetchCommits(id, warrants, slots)),
+                ReplicaAction::SendViewChange { to, view_change } => {
+                    let m = Message::ViewChange(*view_change);
+                    let mut targets: Vec<Addr> = Vec::new();
+                    if to.is_none() {
+                        targets.extend(self.primaries.keys().map(|&p| Addr::Primary(p)));
+                    }
+                    let group = self.group_of(id);
+                    for peer in self.members(group) {
+                        if peer != id && to.is_none_or(|to| to == peer) {
+                            targets.push(Addr::Replica(peer));
+                        }
+                    }
+                    for to in targets {
+                        self.send(to, Msg::Proto(m.clone()));
+                    }
+                }
+                ReplicaAction::SendReqViewChange(req) => {
+                    let m = Message::ReqViewChange(req);
+                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+                    for peer in ids.into_iter().filter(|&p| p != id) {
+                        self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
+                    }
+                }
+                ReplicaAction::Persist { slot, .. } => {
                     if let Some((core, _)) = self.replicas.get_mut(&id) {
-                        queue.extend(core.persisted(counter));
+                        queue.extend(core.persisted(slot));
                     }
                 }
                 ReplicaAction::SendCommitDb {
@@ -625,6 +763,12 @@ impl World {
         )
     }
 
+    fn primary_of_replica(&self, id: NodeId) -> NodeId {
+        self.replicas
+            .get(&id)
+            .map_or(FIRST_PRIMARY, |(core, _)| core.primary())
+    }
+
     fn members(&self, group: GroupId) -> Vec<NodeId> {
         self.cluster.members(group).map(|r| NodeId(r.id)).collect()
     }
@@ -663,6 +807,11 @@ impl World {
                 .map(|(r, _)| r.open_agreements())
                 .sum(),
             commit_gaps: self.replicas.values().map(|(r, _)| r.commit_gaps()).sum(),
+            views: self
+                .replicas
+                .iter()
+                .map(|(id, (r, _))| (*id, r.view()))
+                .collect(),
             time: self.now,
         }
     }

@@ -1,8 +1,10 @@
-//! Seeded simulations of the normal case: lossy, duplicating, reordering networks and Byzantine
-//! nodes. Every client request completes with the page correct replicas render, correct
-//! database nodes end identical, and nothing executes twice.
+//! Seeded simulations: lossy, duplicating, reordering networks, Byzantine replicas and database
+//! nodes, and a faulty primary (it crashes at a random point, stalls, or is Byzantine: withholds
+//! PREPAREs from a group, skips counters, sends PREPAREs to a subset of the replicas), which the
+//! replicas replace by a view change. Every client request completes with the page correct
+//! replicas render, correct database nodes end identical, and nothing executes twice.
 
-use proto::NodeId;
+use proto::{GroupId, NodeId, View};
 use sim::{run, Fault, Outcome, Scenario};
 
 fn check(scenario: &Scenario, o: &Outcome) {
@@ -110,4 +112,60 @@ fn requests_with_bad_client_signatures_are_refused() {
 #[test]
 fn replayed_requests_do_not_execute_twice() {
     byzantine(Fault::ReplayRequests, 6);
+}
+
+fn faulty_primary(fault: Fault, seed: u64) {
+    let scenario = Scenario {
+        faults: vec![fault],
+        requests_per_client: 10,
+        max_time: 400_000,
+        ..Scenario::lossy(seed)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    assert!(
+        outcome.views.values().all(|v| *v >= View(1)),
+        "every replica left the faulty primary's view (seed {}): {:?}",
+        scenario.seed,
+        outcome.views
+    );
+}
+
+#[test]
+fn a_primary_that_crashes_at_a_random_point_is_replaced() {
+    for seed in 0..4 {
+        let at = 100 + 60 * seed;
+        faulty_primary(Fault::CrashPrimary(at), seed);
+    }
+}
+
+#[test]
+fn a_primary_that_stalls_is_replaced() {
+    faulty_primary(Fault::StallPrimary(300), 11);
+}
+
+#[test]
+fn a_primary_that_withholds_prepares_from_a_group_is_replaced() {
+    faulty_primary(Fault::WithholdFromGroup(GroupId(1)), 12);
+}
+
+#[test]
+fn a_primary_that_skips_counters_is_replaced() {
+    faulty_primary(Fault::SkipCounters, 13);
+}
+
+#[test]
+fn a_primary_that_sends_prepares_to_a_subset_is_replaced() {
+    faulty_primary(Fault::PrepareToSubset, 14);
+}
+
+#[test]
+fn a_view_change_replays_exactly() {
+    let scenario = Scenario {
+        faults: vec![Fault::CrashPrimary(400)],
+        ..Scenario::lossy(21)
+    };
+    let a = run(scenario.clone());
+    let b = run(scenario);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }

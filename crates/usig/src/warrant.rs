@@ -57,7 +57,9 @@ pub struct EpochOffset {
 }
 
 /// SHA-256 of the message a warrant covers. Only the digest crosses the usigd socket.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct MessageDigest(pub [u8; 32]);
 
 impl MessageDigest {

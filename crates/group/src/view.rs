@@ -1,0 +1,271 @@
+//! Checking VIEW-CHANGEs and NEW-VIEWs and computing a new view's cut of the old history
+//! (docs/protocol.md, "View change"). Pure functions of the messages and the configuration, so
+//! every correct replica and the new primary reach the same cut.
+
+use proto::config::Cluster;
+use proto::{
+    chain, chain_start, Commit, NewView, NodeId, Prepare, View, ViewChange, Warranted,
+    MAX_NESTED_VIEWS,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use usig::MessageDigest;
+
+/// One position of a history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slot {
+    Prepare(Prepare),
+    /// A counter of the old primary that no VIEW-CHANGE of the cut holds, or a primary message
+    /// that is not a PREPARE of its view.
+    Null,
+    /// The NEW-VIEW that starts a view, by digest.
+    NewView(MessageDigest),
+}
+
+impl Slot {
+    /// What the running digest takes from this slot.
+    pub fn digest(&self) -> Option<MessageDigest> {
+        match self {
+            Slot::Prepare(p) => Some(p.digest()),
+            Slot::Null => None,
+            Slot::NewView(d) => Some(*d),
+        }
+    }
+}
+
+/// Why a VIEW-CHANGE or NEW-VIEW is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("sender is not a member of the group it names")]
+    NotMember,
+    #[error("a warrant does not verify")]
+    Warrant,
+    #[error("the warranted log is not every counter from 1 up to the message's own")]
+    LogGap,
+    #[error("a COMMIT does not match the history shown (chained prefix or proposal)")]
+    Prefix,
+    #[error("a COMMIT is of a view after the history's")]
+    LaterCommit,
+    #[error("a PREPARE is not of the base's view, primary and epoch, or out of order")]
+    Prepare,
+    #[error("the base NEW-VIEW does not decode, is not of an earlier view, or nests too deep")]
+    Base,
+    #[error("the NEW-VIEW is not from that view's primary or of this configuration epoch")]
+    NewViewSender,
+    #[error("not f+1 VIEW-CHANGEs for this view from every group, or one sender twice")]
+    Quorum,
+}
+
+/// The primary of a view: the candidates take turns.
+pub fn primary_of(cluster: &Cluster, view: View) -> NodeId {
+    let candidates = &cluster.config.primaries;
+    NodeId(candidates[(view.0 % candidates.len() as u64) as usize].id)
+}
+
+/// The running digests of a history: element i vouches for slots `1..=i`.
+pub fn chains(cluster: &Cluster, slots: &[Slot]) -> Vec<MessageDigest> {
+    let mut out = Vec::with_capacity(slots.len() + 1);
+    let mut at = chain_start(cluster.epoch());
+    out.push(at);
+    for slot in slots {
+        at = chain(&at, slot.digest().as_ref());
+        out.push(at);
+    }
+    out
+}
+
+/// What a valid VIEW-CHANGE shows.
+pub struct Shown {
+    /// The view of its base NEW-VIEW (0 without one).
+    pub view: View,
+    /// The base NEW-VIEW's warrant counter (0 without one).
+    pub base_counter: u64,
+    /// Its history: the base's cut, then the PREPAREs after it.
+    pub slots: Vec<Slot>,
+}
+
+/// Checks VIEW-CHANGEs and NEW-VIEWs, remembering the cuts of NEW-VIEWs already checked (the
+/// VIEW-CHANGEs of one view usually share their base).
+pub struct Checker {
+    cluster: Arc<Cluster>,
+    cuts: BTreeMap<MessageDigest, Arc<Vec<Slot>>>,
+}
+
+impl Checker {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        Checker {
+            cluster,
+            cuts: BTreeMap::new(),
+        }
+    }
+
+    /// The history a VIEW-CHANGE shows, if it is valid.
+    pub fn view_change(&mut self, vc: &ViewChange) -> Result<Shown, Invalid> {
+        self.shown(vc, 0)
+    }
+
+    /// The new view's history up to and including its NEW-VIEW slot, if the NEW-VIEW is valid.
+    pub fn new_view(&mut self, nv: &NewView) -> Result<Arc<Vec<Slot>>, Invalid> {
+        self.cut(nv, 0)
+    }
+
+    fn shown(&mut self, vc: &ViewChange, depth: usize) -> Result<Shown, Invalid> {
+        let cluster = self.cluster.clone();
+        let member = cluster.members(vc.group).any(|r| r.id == vc.replica.0);
+        let usig = cluster.usig_of(vc.replica).filter(|_| member);
+        let usig = usig.ok_or(Invalid::NotMember)?;
+        let dir = &cluster.directory;
+        dir.verify_ui(usig, &vc.own_warranted_bytes(), &vc.ui)
+            .map_err(|_| Invalid::Warrant)?;
+        // Every message the sender warranted before this one, so none can be left out.
+        if vc.ui.counter != vc.body.log.len() as u64 + 1 {
+            return Err(Invalid::LogGap);
+        }
+        for (i, entry) in vc.body.log.iter().enumerate() {
+            let ui = entry.ui();
+            if ui.counter != i as u64 + 1 || ui.epoch != vc.ui.epoch {
+                return Err(Invalid::LogGap);
+            }
+            let bytes = match entry {
+                Warranted::Commit(c) if c.replica == vc.replica => c.own_warranted_bytes(),
+                Warranted::Commit(_) => return Err(Invalid::Warrant),
+                Warranted::ViewChange {
+                    next_view, body, ..
+                } => ViewChange::warranted_bytes(vc.replica, vc.group, *next_view, body),
+            };
+            dir.verify_ui(usig, &bytes, ui)
+                .map_err(|_| Invalid::Warrant)?;
+        }
+        let (view, base_counter, mut slots) = match &vc.body.base {
+            None => (View(0), 0, Vec::new()),
+            Some(bytes) => {
+                let nv = NewView::decode(bytes).ok_or(Invalid::Base)?;
+                if nv.view >= vc.next_view || depth + 1 > MAX_NESTED_VIEWS {
+                    return Err(Invalid::Base);
+                }
+                let cut = self.cut(&nv, depth + 1)?;
+                (nv.view, nv.ui.counter, cut.as_ref().clone())
+            }
+        };
+        let primary = primary_of(&cluster, view);
+        let primary_usig = cluster.usig_of(primary).ok_or(Invalid::Prepare)?;
+        let base_slot = slots.len() as u64;
+        let mut last = base_counter;
+        for p in &vc.body.prepares {
+            let counter = p.ui.counter;
+            if p.view != view
+                || p.primary != primary
+                || p.config_epoch != cluster.epoch()
+                || counter <= last
+            {
+                return Err(Invalid::Prepare);
+            }
+            dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
+                .map_err(|_| Invalid::Prepare)?;
+            let slot = base_slot + (counter - base_counter);
+            slots.resize(slot as usize - 1, Slot::Null);
+            slots.push(Slot::Prepare(p.clone()));
+            last = counter;
+        }
+        let prefixes = chains(&cluster, &slots);
+        for entry in &vc.body.log {
+            let Warranted::Commit(c) = entry else {
+                continue;
+            };
+            if c.view > view {
+                return Err(Invalid::LaterCommit);
+            }
+            // COMMITs of earlier views are covered by the base's cut.
+            if c.view == view && !matches_history(c, &slots, &prefixes) {
+                return Err(Invalid::Prefix);
+            }
+        }
+        Ok(Shown {
+            view,
+            base_counter,
+            slots,
+        })
+    }
+
+    fn cut(&mut self, nv: &NewView, depth: usize) -> Result<Arc<Vec<Slot>>, Invalid> {
+        let digest = nv.digest();
+        if let Some(cut) = self.cuts.get(&digest) {
+            return Ok(cut.clone());
+        }
+        let cluster = self.cluster.clone();
+        if nv.view == View(0)
+            || nv.config_epoch != cluster.epoch()
+            || nv.primary != primary_of(&cluster, nv.view)
+        {
+            return Err(Invalid::NewViewSender);
+        }
+        let usig = cluster.usig_of(nv.primary).ok_or(Invalid::NewViewSender)?;
+        cluster
+            .directory
+            .verify_ui(usig, &nv.own_warranted_bytes(), &nv.ui)
+            .map_err(|_| Invalid::Warrant)?;
+        let mut senders = BTreeSet::new();
+        let mut per_group: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut shown = Vec::new();
+        for vc in &nv.view_changes {
+            if vc.next_view != nv.view || !senders.insert(vc.replica) {
+                return Err(Invalid::Quorum);
+            }
+            shown.push(self.shown(vc, depth)?);
+            *per_group.entry(vc.group.0).or_default() += 1;
+        }
+        let quorum = cluster.config.f + 1;
+        let groups = &cluster.config.groups;
+        if groups
+            .iter()
+            .any(|g| per_group.get(&g.id).copied().unwrap_or(0) < quorum)
+        {
+            return Err(Invalid::Quorum);
+        }
+        let mut slots = combine(shown);
+        slots.push(Slot::NewView(digest));
+        let cut = Arc::new(slots);
+        self.cuts.insert(digest, cut.clone());
+        Ok(cut)
+    }
+}
+
+/// True when the COMMIT is for what the history holds at its slot, with the history's prefix.
+fn matches_history(c: &Commit, slots: &[Slot], prefixes: &[MessageDigest]) -> bool {
+    let Some(i) = usize::try_from(c.slot).ok().filter(|&i| i >= 1) else {
+        return false;
+    };
+    slots.get(i - 1).and_then(Slot::digest) == Some(c.proposal)
+        && prefixes.get(i) == Some(&c.prefix)
+}
+
+/// The cut: the histories of the latest view shown (of its NEW-VIEW with the lowest counter:
+/// the only one a correct replica can have accepted), merged slot by slot. The old primary's
+/// USIG gives one message per counter, so merging makes no choice; counters nobody holds are
+/// null.
+fn combine(shown: Vec<Shown>) -> Vec<Slot> {
+    let Some(view) = shown.iter().map(|s| s.view).max() else {
+        return Vec::new();
+    };
+    let base = shown
+        .iter()
+        .filter(|s| s.view == view)
+        .map(|s| s.base_counter)
+        .min()
+        .unwrap_or(0);
+    let mut merged: Vec<Slot> = Vec::new();
+    for s in shown
+        .into_iter()
+        .filter(|s| s.view == view && s.base_counter == base)
+    {
+        if merged.len() < s.slots.len() {
+            merged.resize(s.slots.len(), Slot::Null);
+        }
+        for (i, slot) in s.slots.into_iter().enumerate() {
+            if merged[i] == Slot::Null {
+                merged[i] = slot;
+            }
+        }
+    }
+    merged
+}

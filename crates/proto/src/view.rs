@@ -1,0 +1,224 @@
+//! The view-change messages (docs/protocol.md, "View change"): REQ-VIEW-CHANGE, VIEW-CHANGE and
+//! NEW-VIEW.
+//!
+//! A VIEW-CHANGE carries the NEW-VIEW its sender last accepted as encoded bytes, not as a nested
+//! value: NEW-VIEWs contain VIEW-CHANGEs, and decoding such a chain recursively would let a peer
+//! exhaust the stack with a deeply nested frame. Validators decode one level at a time and stop
+//! at [`MAX_NESTED_VIEWS`].
+
+use crate::crypto::{PublicKey, Signature, SigningKey};
+use crate::ids::{ConfigEpoch, GroupId, NodeId, View};
+use crate::message::{canonical, Commit, Prepare};
+use serde::{Deserialize, Serialize};
+use usig::{MessageDigest, UniqueWarrant};
+
+/// How many accepted NEW-VIEWs a VIEW-CHANGE may carry inside one another (view changes that
+/// follow each other before the history is checkpointed); deeper ones are refused.
+pub const MAX_NESTED_VIEWS: usize = 4;
+
+/// A replica's request timer expired: it asks to move to `next_view`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReqViewChange {
+    pub replica: NodeId,
+    pub next_view: View,
+    pub signature: Signature,
+}
+
+crate::node_signed!(ReqViewChange, b"cloudbft/req-view-change/v1", |m| (
+    m.replica,
+    m.next_view
+));
+
+/// One message a replica warranted, as its VIEW-CHANGE lists it. Nearly every entry is a
+/// COMMIT, so boxing that variant would only add an allocation each.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Warranted {
+    /// A COMMIT, without the PREPARE it carried.
+    Commit(Commit),
+    /// An earlier VIEW-CHANGE, by the digest of its body.
+    ViewChange {
+        next_view: View,
+        body: MessageDigest,
+        ui: UniqueWarrant,
+    },
+}
+
+impl Warranted {
+    /// The warrant.
+    pub fn ui(&self) -> &UniqueWarrant {
+        match self {
+            Warranted::Commit(c) => &c.ui,
+            Warranted::ViewChange { ui, .. } => ui,
+        }
+    }
+}
+
+/// A replica leaves its view: its history since the configuration epoch started, and every
+/// message it warranted before this one, so that nothing it committed can be left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewChange {
+    pub replica: NodeId,
+    pub group: GroupId,
+    pub next_view: View,
+    pub body: ViewChangeBody,
+    /// The replica's warrant over [`ViewChange::warranted_bytes`].
+    pub ui: UniqueWarrant,
+}
+
+/// What a VIEW-CHANGE reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewChangeBody {
+    /// The encoded [`NewView`] the replica last accepted (its history starts with that view's
+    /// cut), or `None` while it is in view 0.
+    pub base: Option<Vec<u8>>,
+    /// The PREPAREs of the base's view (view 0 without a base) it processed after the base, in
+    /// the primary's counter order.
+    pub prepares: Vec<Prepare>,
+    /// Every message it warranted before this VIEW-CHANGE, in counter order from the first.
+    pub log: Vec<Warranted>,
+}
+
+impl ViewChangeBody {
+    /// Identifies the body (the warrant covers it through this digest).
+    pub fn digest(&self) -> MessageDigest {
+        MessageDigest::of(&canonical(self))
+    }
+}
+
+impl ViewChange {
+    /// What the replica's USIG warrants.
+    pub fn warranted_bytes(
+        replica: NodeId,
+        group: GroupId,
+        next_view: View,
+        body: &MessageDigest,
+    ) -> Vec<u8> {
+        canonical(&(
+            b"cloudbft/view-change/v1",
+            replica,
+            group,
+            next_view,
+            body.0,
+        ))
+    }
+
+    /// This VIEW-CHANGE's warranted bytes.
+    pub fn own_warranted_bytes(&self) -> Vec<u8> {
+        Self::warranted_bytes(
+            self.replica,
+            self.group,
+            self.next_view,
+            &self.body.digest(),
+        )
+    }
+}
+
+/// The new primary's announcement of `view`: the VIEW-CHANGEs it collected (f+1 from every
+/// group), from which every replica computes the same cut of the old history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewView {
+    pub view: View,
+    pub config_epoch: ConfigEpoch,
+    pub primary: NodeId,
+    pub view_changes: Vec<ViewChange>,
+    /// The new primary's warrant over [`NewView::warranted_bytes`].
+    pub ui: UniqueWarrant,
+}
+
+impl NewView {
+    /// What the new primary's USIG warrants.
+    pub fn warranted_bytes(
+        view: View,
+        config_epoch: ConfigEpoch,
+        primary: NodeId,
+        view_changes: &[ViewChange],
+    ) -> Vec<u8> {
+        let changes = MessageDigest::of(&canonical(&view_changes));
+        canonical(&(
+            b"cloudbft/new-view/v1",
+            view,
+            config_epoch,
+            primary,
+            changes.0,
+        ))
+    }
+
+    /// This NEW-VIEW's warranted bytes.
+    pub fn own_warranted_bytes(&self) -> Vec<u8> {
+        Self::warranted_bytes(
+            self.view,
+            self.config_epoch,
+            self.primary,
+            &self.view_changes,
+        )
+    }
+
+    /// Identifies this exact NEW-VIEW (its fields and the warrant).
+    pub fn digest(&self) -> MessageDigest {
+        let mut bytes = self.own_warranted_bytes();
+        bytes.extend_from_slice(&self.ui.to_bytes());
+        MessageDigest::of(&bytes)
+    }
+
+    /// The encoding a VIEW-CHANGE carries as its base.
+    pub fn encode(&self) -> Vec<u8> {
+        canonical(self)
+    }
+
+    /// Decodes a base carried by a VIEW-CHANGE (one level: the VIEW-CHANGEs inside keep theirs
+    /// encoded).
+    pub fn decode(bytes: &[u8]) -> Option<NewView> {
+        wire::decode(bytes).ok()
+    }
+}
+
+/// What a primary candidate warrants. Every replica processes each candidate's messages in its
+/// counter order, so all correct replicas that accept a NEW-VIEW of a view accept the same one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Proposal {
+    Prepare(Prepare),
+    NewView(NewView),
+}
+
+impl Proposal {
+    /// The candidate that warranted it.
+    pub fn primary(&self) -> NodeId {
+        match self {
+            Proposal::Prepare(p) => p.primary,
+            Proposal::NewView(nv) => nv.primary,
+        }
+    }
+
+    /// The warrant.
+    pub fn ui(&self) -> &UniqueWarrant {
+        match self {
+            Proposal::Prepare(p) => &p.ui,
+            Proposal::NewView(nv) => &nv.ui,
+        }
+    }
+
+    /// The configuration epoch it belongs to.
+    pub fn config_epoch(&self) -> ConfigEpoch {
+        match self {
+            Proposal::Prepare(p) => p.config_epoch,
+            Proposal::NewView(nv) => nv.config_epoch,
+        }
+    }
+
+    /// The bytes its warrant covers.
+    pub fn warranted_bytes(&self) -> Vec<u8> {
+        match self {
+            Proposal::Prepare(p) => p.own_warranted_bytes(),
+            Proposal::NewView(nv) => nv.own_warranted_bytes(),
+        }
+    }
+
+    /// As a wire message.
+    pub fn into_message(self) -> crate::Message {
+        match self {
+            Proposal::Prepare(p) => crate::Message::Prepare(p),
+            Proposal::NewView(nv) => crate::Message::NewView(nv),
+        }
+    }
+}
