@@ -116,6 +116,15 @@ struct Awaiting {
     resends: u32,
 }
 
+/// A client's request that reached us directly and is not ordered yet.
+struct Waiting {
+    request: Request,
+    /// Tick at which its timer started (restarted when we enter a new view).
+    since: u64,
+    /// Whether we forwarded it to our view's primary already.
+    forwarded: bool,
+}
+
 /// What our USIG is warranting now.
 enum Warranting {
     Commit {
@@ -202,8 +211,8 @@ pub struct ReplicaCore {
     /// Our warranted messages by warrant counter, and our COMMITs' counters by slot.
     sent: BTreeMap<u64, FromPeer>,
     sent_for: BTreeMap<u64, u64>,
-    /// Client requests that reached us and are not ordered yet: (timestamp, tick first seen).
-    waiting: BTreeMap<ClientId, (u64, u64)>,
+    /// Client requests that reached us and are not ordered yet.
+    waiting: BTreeMap<ClientId, Waiting>,
     /// The highest view we asked to move to.
     requested: View,
     /// REQ-VIEW-CHANGEs: for each view, who asked, by group.
@@ -401,7 +410,7 @@ impl ReplicaCore {
             if self
                 .waiting
                 .get(&client)
-                .is_some_and(|&(ts, _)| ts <= e.request.timestamp)
+                .is_some_and(|w| w.request.timestamp <= e.request.timestamp)
             {
                 self.waiting.remove(&client);
                 self.consecutive_changes = 0;
@@ -547,8 +556,10 @@ impl ReplicaCore {
         };
         self.sent.insert(counter, message);
         while self.sent.len() > KEEP_COMMITS {
-            if let Some((counter, _)) = self.sent.pop_first() {
-                self.sent_for.retain(|_, c| *c != counter);
+            if let Some((counter, FromPeer::Commit(old))) = self.sent.pop_first() {
+                if self.sent_for.get(&old.slot) == Some(&counter) {
+                    self.sent_for.remove(&old.slot);
+                }
             }
         }
     }
@@ -795,30 +806,36 @@ impl ReplicaCore {
     }
 
     /// A client's request reached us directly: re-send the cached reply if it is a
-    /// retransmission; otherwise, if it is valid and not ordered yet, forward it to the primary
-    /// and start its timer.
+    /// retransmission; otherwise, if it is valid and not ordered yet, start its timer. Clients
+    /// send to the primary themselves, so it is forwarded to the primary only once it has
+    /// waited (see [`ReplicaCore::on_tick`]).
     pub fn on_request(&mut self, request: &Request) -> Vec<Action> {
         if let Some(reply) = self.replies.get(&request.client) {
             if reply.timestamp == request.timestamp {
                 return vec![Action::SendReply(reply.clone())];
             }
         }
-        let valid = self
-            .cluster
-            .client_key(request.client)
-            .is_some_and(|key| request.verify(key))
-            && request.declares_truthfully(self.rule.as_ref());
+        // The cheap checks first: retransmissions and ordered requests cost no signature check.
         let newer = self.book.is_newer(request)
             && self
                 .waiting
                 .get(&request.client)
-                .is_none_or(|&(ts, _)| ts < request.timestamp);
-        if !valid || !newer {
-            return Vec::new();
+                .is_none_or(|w| w.request.timestamp < request.timestamp);
+        let valid = || {
+            self.cluster
+                .client_key(request.client)
+                .is_some_and(|key| request.verify(key))
+                && request.declares_truthfully(self.rule.as_ref())
+        };
+        if newer && valid() {
+            let waiting = Waiting {
+                request: request.clone(),
+                since: self.ticks,
+                forwarded: false,
+            };
+            self.waiting.insert(request.client, waiting);
         }
-        self.waiting
-            .insert(request.client, (request.timestamp, self.ticks));
-        vec![Action::ForwardRequest(request.clone())]
+        Vec::new()
     }
 
     /// A peer asks for messages it lost.
@@ -974,8 +991,9 @@ impl ReplicaCore {
             next_slot: cut_len + 1,
         };
         let now = self.ticks;
-        for (_, since) in self.waiting.values_mut() {
-            *since = now;
+        for w in self.waiting.values_mut() {
+            w.since = now;
+            w.forwarded = false;
         }
         self.agree(cut_len, nv.digest(), chain_at, None, executions);
         let future = std::mem::take(&mut self.future);
@@ -1005,12 +1023,18 @@ impl ReplicaCore {
         let timer = self.timer();
         match self.changing_to {
             None => {
-                let expired = self
-                    .waiting
-                    .values()
-                    .any(|&(_, since)| now - since >= timer);
+                let expired = self.waiting.values().any(|w| now - w.since >= timer);
                 if expired {
                     actions.extend(self.request_view(View(self.view.0 + 1)));
+                }
+                // A request still not ordered after a few ticks may never have reached our
+                // primary (a client that sent it only to replicas, or one that does not know
+                // the view yet): forward it, once per view.
+                for w in self.waiting.values_mut() {
+                    if !w.forwarded && now - w.since >= RETRY_TICKS {
+                        w.forwarded = true;
+                        actions.push(Action::ForwardRequest(w.request.clone()));
+                    }
                 }
             }
             Some(v) if now - self.changing_since >= timer => {

@@ -120,7 +120,11 @@ fn on_frame(
             on_fetch(core, cluster, peers, metrics, fetch);
             Vec::new()
         }
-        Message::ViewChange(vc) => core.on_view_change(vc),
+        Message::ViewChange(vc) => core.on_view_change(vc).unwrap_or_else(|invalid| {
+            tracing::debug!(error = %invalid, "VIEW-CHANGE refused");
+            metrics.reject("invalid_view_change");
+            Vec::new()
+        }),
         // Replicas tell candidates too; the VIEW-CHANGEs that follow are what counts here.
         Message::ReqViewChange(_) => Vec::new(),
         other => {

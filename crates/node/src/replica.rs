@@ -30,10 +30,10 @@ pub struct ReplicaOptions {
     pub page_delay: Duration,
 }
 
-/// Decisions written and synced by the log thread: their PREPARE counters and the sync time.
+/// Decisions written and synced by the log thread: their slots and the sync time.
 type Synced = Result<(Vec<u64>, Duration), group::log::LogError>;
 
-/// Records for the log thread: a PREPARE counter and the encoded decision.
+/// Records for the log thread: a slot and the encoded decision.
 type Appender = std::sync::mpsc::Sender<(u64, Vec<u8>)>;
 
 /// Starts the log thread over the configuration epoch's decision log.
@@ -155,12 +155,12 @@ pub async fn run(
             }
             Some(result) = warranted.recv() => core.warranted(result?),
             Some(result) = synced.recv() => {
-                let (counters, took) = result?;
+                let (slots, took) = result?;
                 Metrics::observe(&metrics.persist_seconds, took);
                 let mut actions = Vec::new();
-                for counter in counters {
+                for slot in slots {
                     metrics.commits.inc();
-                    actions.extend(core.persisted(counter));
+                    actions.extend(core.persisted(slot));
                 }
                 actions
             }
@@ -224,17 +224,14 @@ pub async fn run(
                     .sign(&key);
                     peers.to_node(from, &Message::FetchCommits(fetch));
                 }
-                Action::Persist {
-                    slot: counter,
-                    executions,
-                } => {
+                Action::Persist { slot, executions } => {
                     let now = Instant::now();
                     for e in &executions {
                         decided_at.insert((e.request.client, e.request.timestamp), now);
                     }
-                    // The record: the PREPARE counter and our executions for it.
-                    let record = wire::encode(&(counter, &executions)).unwrap_or_default();
-                    if append.send((counter, record)).is_err() {
+                    // The record: the slot and our executions for it.
+                    let record = wire::encode(&(slot, &executions)).unwrap_or_default();
+                    if append.send((slot, record)).is_err() {
                         tracing::error!("decision log thread stopped");
                     }
                 }

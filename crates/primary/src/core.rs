@@ -11,7 +11,7 @@
 //! candidate becomes primary of view v when it holds f+1 valid VIEW-CHANGEs for v from every
 //! group: it warrants the NEW-VIEW that carries them and continues ordering after it.
 
-use group::view::{primary_of, Checker};
+use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
 use proto::{
     ClientId, GroupId, NewView, NodeId, PartitionRule, Prepare, PrepareEntry, Proposal, Request,
@@ -112,20 +112,18 @@ impl PrimaryCore {
     }
 
     /// A replica's VIEW-CHANGE. Kept if it is valid and for a later view this candidate is the
-    /// primary of; with f+1 from every group the NEW-VIEW is warranted.
-    pub fn on_view_change(&mut self, vc: ViewChange) -> Vec<Action> {
+    /// primary of (others are ignored); with f+1 from every group the NEW-VIEW is warranted.
+    pub fn on_view_change(&mut self, vc: ViewChange) -> Result<Vec<Action>, Invalid> {
         let next = vc.next_view;
         if next <= self.view || primary_of(&self.cluster, next) != self.me {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        if self.checker.view_change(&vc).is_err() {
-            return Vec::new();
-        }
+        self.checker.view_change(&vc)?;
         self.view_changes
             .entry(next)
             .or_default()
             .insert(vc.replica, vc);
-        self.next_batch()
+        Ok(self.next_batch())
     }
 
     /// The VIEW-CHANGEs of the latest view that has f+1 from every group, f+1 per group.

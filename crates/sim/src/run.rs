@@ -442,12 +442,13 @@ impl World {
                 }
             }
             (Addr::Primary(id), Msg::Proto(Message::ViewChange(vc))) => {
-                let actions = self
-                    .primaries
-                    .get_mut(&id)
-                    .map(|(core, _)| core.on_view_change(vc))
-                    .unwrap_or_default();
-                self.primary_actions(id, actions);
+                let Some((core, _)) = self.primaries.get_mut(&id) else {
+                    return;
+                };
+                match core.on_view_change(vc) {
+                    Ok(actions) => self.primary_actions(id, actions),
+                    Err(_) => self.rejected += 1,
+                }
             }
             (Addr::Primary(_), Msg::Proto(Message::ReqViewChange(_))) => {}
             (Addr::Primary(id), Msg::FetchPrepares(from, range)) => {
