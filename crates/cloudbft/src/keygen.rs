@@ -1,6 +1,8 @@
 //! `cloudbft keygen`: keys, USIG enrollments and the cluster configuration for a cluster laid out
-//! on the minimum number of machines (the paper's 2f+2): the primary alone on machine m0, and on
-//! each of the machines m1..m(2f+1) one replica of every group and one database node.
+//! on the minimum number of machines (the paper's 2f+2, plus one per further primary candidate):
+//! the first primary candidate alone on machine m0, on each of the machines m1..m(2f+1) one
+//! replica of every group and one database node, and each further candidate alone on a machine
+//! of its own (m(2f+2), ...), so that a crashed machine takes at most one candidate.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -66,6 +68,10 @@ pub struct ShapeArgs {
     /// Byzantine faults tolerated per group and among database nodes.
     #[arg(long, default_value_t = 1)]
     pub f: usize,
+    /// Primary candidates, each on its own machine: view v's primary is candidate v mod this
+    /// (1 to 9; with one, a crashed primary stops the cluster).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub candidates: u32,
     #[arg(long, value_enum, default_value_t = UsigMode::Soft)]
     pub usig: UsigMode,
     #[arg(long, value_enum, default_value_t = DbKind::Sqlite)]
@@ -78,7 +84,7 @@ pub struct ShapeArgs {
     pub db_prefix: String,
 }
 
-/// Machine name of the k-th machine (m0 hosts the primary).
+/// Machine name of the k-th machine (m0 hosts the first primary candidate).
 fn machine(k: usize) -> String {
     format!("m{k}")
 }
@@ -118,16 +124,22 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         clients: Vec::new(),
         enrollments: Vec::new(),
     };
+    let candidates = args.shape.candidates as usize;
     // usigd identities per machine: (node id, usig id).
-    let mut hosted: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n + 1];
-    config.primaries.push(NodeConfig {
-        id: 0,
-        addr: next_addr(),
-        machine: machine(0),
-        usig: 1000,
-        public_key: new_key(out, "node-0")?,
-    });
-    hosted[0].push((0, 1000));
+    let mut hosted: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n + candidates];
+    for c in 0..candidates {
+        let id = c as u32;
+        let k = if c == 0 { 0 } else { n + c };
+        let usig = 1000 + u64::from(id);
+        config.primaries.push(NodeConfig {
+            id,
+            addr: next_addr(),
+            machine: machine(k),
+            usig,
+            public_key: new_key(out, &format!("node-{id}"))?,
+        });
+        hosted[k].push((id, usig));
+    }
     for g in 0..args.groups {
         config.groups.push(GroupConfig {
             id: g,
@@ -135,7 +147,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 .filter(|p| p % args.groups == g)
                 .collect(),
         });
-        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1) {
+        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1).take(n) {
             let id = 100 + g * 100 + k as u32;
             let usig = 1000 + u64::from(id);
             config.replicas.push(ReplicaConfig {

@@ -238,11 +238,19 @@ impl LocalCluster {
             .collect()
     }
 
-    /// The first process that exited, if any (name and status).
-    pub fn exited(&mut self) -> Option<(String, std::process::ExitStatus)> {
+    /// The processes that exited since the last call (name and status); they are no longer
+    /// part of the cluster.
+    pub fn exited(&mut self) -> Vec<(String, std::process::ExitStatus)> {
+        let mut exited = Vec::new();
         self.processes
-            .iter_mut()
-            .find_map(|(n, c, _)| c.try_wait().ok().flatten().map(|s| (n.clone(), s)))
+            .retain_mut(|(name, child, _)| match child.try_wait() {
+                Ok(Some(status)) => {
+                    exited.push((name.clone(), status));
+                    false
+                }
+                _ => true,
+            });
+        exited
     }
 
     /// Stops every process, newest first: SIGTERM, then SIGKILL after a grace period. The

@@ -200,11 +200,16 @@ impl Cluster {
         if config.primaries.is_empty() {
             return Err(invalid("primary", "add at least one [[primary]] candidate"));
         }
+        distinct_machines(
+            "primary",
+            config.primaries.iter().map(|p| (p.id, &p.machine)),
+            None,
+        )?;
         let partition_group = check_groups(&config, n, &directory)?;
         distinct_machines(
             "dbnode",
             config.db_nodes.iter().map(|d| (d.id, &d.machine)),
-            n,
+            Some(n),
         )?;
         let mut client_keys = BTreeMap::new();
         for c in &config.clients {
@@ -386,7 +391,7 @@ fn check_groups(
         distinct_machines(
             &format!("group {} replica", group.id),
             members.iter().map(|r| (r.id, &r.machine)),
-            n,
+            Some(n),
         )?;
         let mut tpms = BTreeSet::new();
         for r in &members {
@@ -419,13 +424,14 @@ fn check_groups(
     Ok(partition_group)
 }
 
+/// Checks that members are on distinct machines, and that there are exactly `n` if given.
 fn distinct_machines<'a>(
     what: &str,
     members: impl Iterator<Item = (u32, &'a String)>,
-    n: usize,
+    n: Option<usize>,
 ) -> Result<(), ConfigError> {
     let members: Vec<_> = members.collect();
-    if members.len() != n {
+    if let Some(n) = n.filter(|&n| members.len() != n) {
         return Err(invalid(
             what,
             format!(

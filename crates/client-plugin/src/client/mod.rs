@@ -147,7 +147,7 @@ struct Inner {
     transport: Transport,
     pool: Arc<Pool>,
     identities: usize,
-    /// The primary first, then every replica of every group.
+    /// Every primary candidate, then every replica of every group.
     destinations: Vec<SocketAddr>,
     options: ClientOptions,
     reader: Mutex<Option<JoinHandle<()>>>,
@@ -333,8 +333,9 @@ impl ClientEndpoint {
         }
     }
 
-    /// Sends to the primary (which orders the request) and to every group replica (which re-send
-    /// a cached reply when the request is a retransmission).
+    /// Sends to every primary candidate (the current view's orders the request) and to every
+    /// group replica (which re-send a cached reply when the request is a retransmission, and
+    /// start the timer that replaces a primary that does not order it).
     fn broadcast(&self, frame: &[u8]) {
         for &to in &self.inner.destinations {
             self.inner.transport.send(to, frame.to_vec());
@@ -412,18 +413,17 @@ async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
     }
 }
 
-/// The primary of view 0, then every replica. View changes are not implemented yet, so the
-/// primary is always the first candidate.
+/// Every primary candidate, then every replica. Sending to every candidate follows view changes
+/// without tracking them: only the current view's primary orders (the others drop the request
+/// before any signature check), and a candidate that becomes primary sees the retransmissions.
 async fn destinations(cluster: &Cluster) -> Result<Vec<SocketAddr>, ClientError> {
-    let primary = cluster
-        .config
-        .primaries
-        .first()
-        .ok_or_else(|| ClientError::Config {
-            field: "primary".into(),
-            fix: "add at least one [[primary]] candidate".into(),
-        })?;
-    let mut out = vec![resolve(format!("primary {}.addr", primary.id), &primary.addr).await?];
+    let mut out = Vec::new();
+    for primary in &cluster.config.primaries {
+        let addr = resolve(format!("primary {}.addr", primary.id), &primary.addr).await?;
+        if !out.contains(&addr) {
+            out.push(addr);
+        }
+    }
     for replica in &cluster.config.replicas {
         let addr = resolve(format!("replica {}.addr", replica.id), &replica.addr).await?;
         if !out.contains(&addr) {

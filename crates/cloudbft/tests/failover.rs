@@ -1,0 +1,280 @@
+//! Nodes killed with SIGKILL under load, across processes over real TCP: `cloudbft demo` (two
+//! primary candidates, two groups of three replicas, three database nodes) runs concurrent bank
+//! transfers, and in the middle
+//!
+//! * the primary of view 0 is killed: the replicas' request timers expire, they move to view 1
+//!   with the second candidate as primary, and every transfer completes;
+//! * a database node is killed and restarted: the others go on meanwhile, and the restarted one
+//!   catches up from the COMMIT-DBs the replicas re-send to it, without executing anything
+//!   twice (its executor records each order with its effects) or skipping anything.
+//!
+//! Money is conserved and every database node ends in the same state. The tests print the
+//! longest time without a completed request after the kill (they assert nothing on times).
+
+mod common;
+
+use client_plugin::client::{ClientEndpoint, ClientOptions};
+use common::Demo;
+use dbvote::bank::{Bank, BankOp};
+use dbvote::executor::Executor;
+use proto::config::Cluster;
+use proto::testing::Rng;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BRANCHES: u32 = 4;
+const INITIAL: u64 = 100_000;
+const TASKS: u64 = 6;
+const TRANSFERS: u64 = 40;
+
+async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
+    let accepted = client
+        .invoke(op.partitions(), op.encode())
+        .await
+        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    String::from_utf8(accepted.page).expect("pages are UTF-8")
+}
+
+/// The balance an accepted Balance page shows, in cents.
+fn balance(page: &str) -> u64 {
+    page.split("id=\"result\">")
+        .nth(1)
+        .and_then(|result| result.split(": ").nth(1))
+        .and_then(|rest| rest.split('<').next())
+        .and_then(|text| text.trim_end_matches('.').replace('.', "").parse().ok())
+        .unwrap_or_else(|| panic!("no balance in {page}"))
+}
+
+/// The pid and arguments of the process running `cloudbft <role> --config <config> --id <id>`.
+fn node_process(config: &Path, role: &str, id: u32) -> Option<(i32, Vec<String>)> {
+    let config = config.display().to_string();
+    let id = id.to_string();
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let entry = entry.ok()?;
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let has = |pair: [&str; 2]| args.windows(2).any(|w| w[0] == pair[0] && w[1] == pair[1]);
+        let is_role = args.get(1).is_some_and(|a| a == role);
+        (is_role && has(["--config", &config]) && has(["--id", &id])).then_some((pid, args))
+    })
+}
+
+/// Kills `cloudbft <role> ... --id <id>` with SIGKILL and returns its arguments.
+fn kill(config: &Path, role: &str, id: u32) -> Vec<String> {
+    let (pid, args) =
+        node_process(config, role, id).unwrap_or_else(|| panic!("{role} {id} is not running"));
+    // SAFETY: kill(2) on a process of this test's cluster.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    args
+}
+
+/// A database node's `cloudbft_highest_order`, from the metrics endpoint its arguments name.
+fn highest_order(args: &[String]) -> Option<u64> {
+    use std::io::{Read, Write};
+    let metrics = args
+        .windows(2)
+        .find(|w| w[0] == "--metrics")
+        .map(|w| w[1].clone())?;
+    let mut stream = std::net::TcpStream::connect(metrics).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Every database node's state digest and highest executed order, after the cluster stopped.
+async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
+    let cluster = Cluster::load(config).unwrap();
+    let mut out = Vec::new();
+    for db in &cluster.config.db_nodes {
+        let executor = Executor::open(&db.database, Bank, cluster.config.partitions)
+            .await
+            .unwrap();
+        out.push((
+            executor.digest().await.unwrap(),
+            executor.progress().await.unwrap().highest_order,
+        ));
+        executor.close().await;
+    }
+    out
+}
+
+/// What to do to the cluster once a quarter of the transfers completed; returns a process the
+/// test restarted itself (the demo does not manage it) and its arguments.
+type Fault = Box<dyn FnOnce(&Path) -> Option<(Child, Vec<String>)>>;
+
+/// Runs the transfers, applies `fault` a quarter of the way, checks that every transfer
+/// completes, money is conserved and every database node ends in the same state; prints the
+/// longest time without a completed transfer after the fault.
+fn under_load(base_port: u16, what: &str, fault: Fault) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("cluster");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let demo = Demo::start(
+        &data,
+        base_port,
+        base_port + 2000,
+        &["--application", "bank"],
+    );
+    let config = demo.config();
+    let completed: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let (fault_at, restarted) = runtime.block_on(async {
+        let cluster = Arc::new(Cluster::load(&config).unwrap());
+        assert!(
+            cluster.config.primaries.len() >= 2,
+            "the demo configures a second primary candidate"
+        );
+        let endpoint = cluster.config.clients[1].addr.clone();
+        let client = ClientEndpoint::open(
+            cluster,
+            &demo.dir.join("keys"),
+            &endpoint,
+            ClientOptions::default(),
+        )
+        .await
+        .expect("opening the load driver's client endpoint");
+        for branch in 0..BRANCHES {
+            for number in 0..TASKS as u32 {
+                let op = BankOp::Open {
+                    branch,
+                    number,
+                    initial_cents: INITIAL,
+                };
+                assert!(invoke(&client, op).await.contains("opened with balance"));
+            }
+        }
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let client = client.clone();
+            let completed = completed.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut rng = Rng::new(t);
+                for _ in 0..TRANSFERS {
+                    let from = (rng.below(u64::from(BRANCHES)) as u32, t as u32);
+                    let to_branch = if rng.chance(0.3) {
+                        (from.0 + 1) % BRANCHES
+                    } else {
+                        from.0
+                    };
+                    let to = (to_branch, (t as u32 + 1) % TASKS as u32);
+                    let cents = rng.between(1, 5_000);
+                    let page = invoke(&client, BankOp::Transfer { from, to, cents }).await;
+                    assert!(
+                        page.contains("Transferred") || page.contains("Insufficient funds"),
+                        "{page}"
+                    );
+                    completed.lock().unwrap().push(Instant::now());
+                }
+            }));
+        }
+        while completed.lock().unwrap().len() < (TASKS * TRANSFERS / 4) as usize {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let fault_at = Instant::now();
+        let restarted = fault(&config);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut total = 0;
+        for branch in 0..BRANCHES {
+            for number in 0..TASKS as u32 {
+                total += balance(&invoke(&client, BankOp::Balance { branch, number }).await);
+            }
+        }
+        assert_eq!(
+            total,
+            u64::from(BRANCHES) * TASKS * INITIAL,
+            "money is conserved"
+        );
+        client.shutdown().await;
+        (fault_at, restarted)
+    });
+    if let Some((mut child, args)) = restarted {
+        // The restarted node catches up with the others (they executed the last Balance).
+        let others = |order: u64| {
+            let cluster = Cluster::load(&config).unwrap();
+            cluster.config.db_nodes.iter().all(|d| {
+                node_process(&config, "dbnode", d.id)
+                    .and_then(|(_, a)| highest_order(&a))
+                    .is_some_and(|o| o == order)
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !highest_order(&args).is_some_and(others) {
+            assert!(
+                Instant::now() < deadline,
+                "the restarted database node did not catch up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: kill(2) on the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(child.wait().unwrap().success());
+    }
+    demo.stop();
+    let times = completed.lock().unwrap().clone();
+    let after = times.iter().filter(|&&t| t > fault_at).count();
+    assert!(after > 0, "no transfer completed after the fault");
+    let stall = times
+        .windows(2)
+        .filter(|w| w[1] > fault_at)
+        .map(|w| w[1].duration_since(w[0].max(fault_at)))
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "{what}: longest time without a completed transfer after it {:.2} s (request timer \
+         2 s); {after} of {} transfers completed after it",
+        stall.as_secs_f64(),
+        times.len()
+    );
+    let states = runtime.block_on(db_states(&data.join("cluster.toml")));
+    assert!(
+        states.iter().all(|s| *s == states[0]),
+        "database nodes differ: {states:?}"
+    );
+}
+
+#[test]
+fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
+    under_load(
+        61800,
+        "primary of view 0 killed",
+        Box::new(|config| {
+            kill(config, "primary", 0);
+            None
+        }),
+    );
+}
+
+#[test]
+fn a_database_node_killed_and_restarted_under_load_catches_up() {
+    under_load(
+        61900,
+        "database node 12 killed and restarted",
+        Box::new(|config| {
+            let args = kill(config, "dbnode", 12);
+            std::thread::sleep(Duration::from_secs(1));
+            let log = PathBuf::from(config.parent().unwrap()).join("logs/dbnode-12-restarted.log");
+            let log = std::fs::File::create(log).unwrap();
+            let child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+                .args(&args[1..])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("restarting the database node");
+            Some((child, args))
+        }),
+    );
+}
