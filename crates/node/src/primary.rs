@@ -106,13 +106,16 @@ fn on_frame(
                 actions
             }
             Err(rejection) => {
-                metrics.reject(match rejection {
+                let label = match rejection {
                     Rejection::UnknownClient => "unknown_client",
                     Rejection::BadSignature => "bad_client_signature",
                     Rejection::BadPartitions => "bad_partitions",
                     Rejection::Duplicate => "duplicate_request",
-                    Rejection::NotPrimary => "not_primary",
-                });
+                    // Clients send every request to every candidate: a standby one drops it,
+                    // and that is no sign of a faulty peer.
+                    Rejection::NotPrimary => return Vec::new(),
+                };
+                metrics.reject(label);
                 Vec::new()
             }
         },
