@@ -269,3 +269,233 @@ fn combine(shown: Vec<Shown>) -> Vec<Slot> {
     }
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::testing::{request, usig, TestCluster};
+    use proto::{GroupId, PrepareEntry, ViewChangeBody};
+    use usig::soft::SoftUsig;
+    use usig::Usig;
+
+    fn cluster() -> Arc<Cluster> {
+        Arc::new(TestCluster::new(1, 2, 4, 4).cluster)
+    }
+
+    /// The view-0 primary's PREPAREs with counters 1..=n, one request each.
+    fn prepares(n: u64) -> Vec<Prepare> {
+        let mut primary = usig(NodeId(0));
+        (1..=n)
+            .map(|ts| {
+                let entries = vec![PrepareEntry {
+                    group: GroupId(0),
+                    request: request(1, ts, &[0]),
+                }];
+                let epoch = proto::ConfigEpoch(1);
+                let bytes = Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries);
+                Prepare {
+                    view: View(0),
+                    config_epoch: epoch,
+                    primary: NodeId(0),
+                    entries,
+                    ui: primary.create_ui(&bytes).unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    /// A member's COMMIT stub for `slot` of the history `slots` (view 0).
+    fn commit(
+        cluster: &Cluster,
+        who: &mut SoftUsig,
+        replica: u32,
+        slots: &[Slot],
+        slot: u64,
+    ) -> Warranted {
+        let prefix = chains(cluster, slots)[slot as usize];
+        let proposal = slots[slot as usize - 1].digest().unwrap();
+        let (view, replica) = (View(0), NodeId(replica));
+        let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
+        Warranted::Commit(Commit {
+            view,
+            replica,
+            slot,
+            proposal,
+            prefix,
+            prepare: None,
+            ui: who.create_ui(&bytes).unwrap(),
+        })
+    }
+
+    fn view_change(
+        who: &mut SoftUsig,
+        replica: u32,
+        group: u32,
+        prepares: Vec<Prepare>,
+        log: Vec<Warranted>,
+    ) -> ViewChange {
+        let body = ViewChangeBody {
+            base: None,
+            prepares,
+            log,
+        };
+        let (replica, group) = (NodeId(replica), GroupId(group));
+        let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body.digest());
+        ViewChange {
+            replica,
+            group,
+            next_view: View(1),
+            body,
+            ui: who.create_ui(&bytes).unwrap(),
+        }
+    }
+
+    fn slots_of(prepares: &[Prepare]) -> Vec<Slot> {
+        prepares.iter().cloned().map(Slot::Prepare).collect()
+    }
+
+    /// A member that processed `shown`, committed every slot of it, and shows it.
+    fn member(cluster: &Cluster, replica: u32, group: u32, shown: &[Prepare]) -> ViewChange {
+        let mut who = usig(NodeId(replica));
+        let slots = slots_of(shown);
+        let log = (1..=slots.len() as u64)
+            .map(|s| commit(cluster, &mut who, replica, &slots, s))
+            .collect();
+        view_change(&mut who, replica, group, shown.to_vec(), log)
+    }
+
+    #[test]
+    fn a_view_change_shows_the_history_its_commits_vouch_for() {
+        let cluster = cluster();
+        let shown = Checker::new(cluster.clone())
+            .view_change(&member(&cluster, 101, 0, &prepares(2)))
+            .unwrap();
+        assert_eq!((shown.view, shown.slots), (View(0), slots_of(&prepares(2))));
+    }
+
+    #[test]
+    fn leaving_out_an_earlier_prepare_breaks_the_chained_commit() {
+        let cluster = cluster();
+        let all = prepares(2);
+        let mut who = usig(NodeId(101));
+        let c = commit(&cluster, &mut who, 101, &slots_of(&all), 2);
+        let vc = view_change(&mut who, 101, 0, vec![all[1].clone()], vec![c]);
+        let checked = Checker::new(cluster).view_change(&vc);
+        assert_eq!(checked.err(), Some(Invalid::Prefix));
+    }
+
+    #[test]
+    fn a_warranted_message_left_out_of_the_log_is_a_gap() {
+        let cluster = cluster();
+        let all = prepares(2);
+        let slots = slots_of(&all);
+        let mut who = usig(NodeId(101));
+        let _hidden = commit(&cluster, &mut who, 101, &slots, 1);
+        let shown = commit(&cluster, &mut who, 101, &slots, 2);
+        let vc = view_change(&mut who, 101, 0, all, vec![shown]);
+        let checked = Checker::new(cluster).view_change(&vc);
+        assert_eq!(checked.err(), Some(Invalid::LogGap));
+    }
+
+    #[test]
+    fn forged_and_misplaced_view_changes_are_refused() {
+        let cluster = cluster();
+        let mut checker = Checker::new(cluster.clone());
+        // A replica of group 1 cannot speak for group 0.
+        let stranger = member(&cluster, 201, 0, &prepares(1));
+        assert_eq!(
+            checker.view_change(&stranger).err(),
+            Some(Invalid::NotMember)
+        );
+        // A COMMIT of a view after the history shown.
+        let mut who = usig(NodeId(102));
+        let Warranted::Commit(mut later) =
+            commit(&cluster, &mut who, 102, &slots_of(&prepares(1)), 1)
+        else {
+            unreachable!()
+        };
+        later.view = View(1);
+        let bytes = later.own_warranted_bytes();
+        let mut who = usig(NodeId(102));
+        later.ui = who.create_ui(&bytes).unwrap();
+        let vc = view_change(
+            &mut who,
+            102,
+            0,
+            prepares(1),
+            vec![Warranted::Commit(later)],
+        );
+        assert_eq!(checker.view_change(&vc).err(), Some(Invalid::LaterCommit));
+        // A tampered body no longer matches the warrant.
+        let mut tampered = member(&cluster, 103, 0, &prepares(2));
+        tampered.body.prepares.pop();
+        assert_eq!(checker.view_change(&tampered).err(), Some(Invalid::Warrant));
+    }
+
+    fn new_view(primary: u32, view_changes: Vec<ViewChange>) -> NewView {
+        let epoch = proto::ConfigEpoch(1);
+        let bytes = NewView::warranted_bytes(View(1), epoch, NodeId(primary), &view_changes);
+        NewView {
+            view: View(1),
+            config_epoch: epoch,
+            primary: NodeId(primary),
+            view_changes,
+            ui: usig(NodeId(primary)).create_ui(&bytes).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_cut_merges_the_histories_with_null_for_counters_nobody_holds() {
+        let cluster = cluster();
+        let all = prepares(3);
+        let (p1, p3) = (all[0].clone(), all[2].clone());
+        let quorum = vec![
+            member(&cluster, 101, 0, &all[..1]),
+            // Counter 2 reached nobody of the quorum: it is null in the cut.
+            member(&cluster, 102, 0, &[]),
+            member(&cluster, 201, 1, &[]),
+            view_change(
+                &mut usig(NodeId(202)),
+                202,
+                1,
+                vec![p1.clone(), p3.clone()],
+                vec![],
+            ),
+        ];
+        let nv = new_view(1, quorum);
+        let cut = Checker::new(cluster).new_view(&nv).unwrap();
+        assert_eq!(
+            cut.as_ref(),
+            &vec![
+                Slot::Prepare(p1),
+                Slot::Null,
+                Slot::Prepare(p3),
+                Slot::NewView(nv.digest())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_new_view_needs_its_primary_and_f_plus_one_from_every_group() {
+        let cluster = cluster();
+        let mut checker = Checker::new(cluster.clone());
+        let group0 = || {
+            vec![
+                member(&cluster, 101, 0, &prepares(1)),
+                member(&cluster, 102, 0, &prepares(1)),
+            ]
+        };
+        let short = new_view(1, [group0(), vec![member(&cluster, 201, 1, &[])]].concat());
+        assert_eq!(checker.new_view(&short).err(), Some(Invalid::Quorum));
+        let twice = new_view(1, [group0(), group0()].concat());
+        assert_eq!(checker.new_view(&twice).err(), Some(Invalid::Quorum));
+        let group1 = || vec![member(&cluster, 201, 1, &[]), member(&cluster, 202, 1, &[])];
+        let not_its_primary = new_view(2, [group0(), group1()].concat());
+        assert_eq!(
+            checker.new_view(&not_its_primary).err(),
+            Some(Invalid::NewViewSender)
+        );
+        let valid = new_view(1, [group0(), group1()].concat());
+        assert_eq!(checker.new_view(&valid).unwrap().len(), 2);
+    }
+}
