@@ -8,14 +8,15 @@
 //! asks for a view change; f+1 members of one group asking moves it to the next view
 //! (docs/protocol.md, "View change").
 
+use crate::checkpoint::Checkpoints;
 use crate::order::OrderBook;
 use crate::render::Renderer;
-use crate::view::{primary_of, Checker, Slot};
+use crate::view::{primary_of, Checker, Cut, Slot};
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, ClientId, Commit, CommitDb, Execution, GroupId, NewView, NodeId,
-    PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
-    SigningKey, View, ViewChange, ViewChangeBody, Warranted,
+    chain, chain_start, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId, NewView,
+    NodeId, PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange, Request,
+    Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -40,6 +41,12 @@ pub enum Action {
     },
     /// Send to every group replica and every primary candidate.
     SendReqViewChange(ReqViewChange),
+    /// Send to every other group replica, of every group, or to `to` alone when it asked for it
+    /// again.
+    SendCheckpoint {
+        to: Option<NodeId>,
+        checkpoint: Checkpoint,
+    },
     /// Send a client's request that is not ordered yet to the primary of our view.
     ForwardRequest(Request),
     /// Ask a primary candidate to send its PREPAREs or NEW-VIEWs with these counters again.
@@ -90,6 +97,7 @@ pub enum Reject {
 enum FromPeer {
     Commit(Commit),
     ViewChange(ViewChange),
+    Checkpoint(Checkpoint),
 }
 
 struct Agreement {
@@ -106,6 +114,8 @@ struct Agreement {
 }
 
 struct Awaiting {
+    /// The slot it was decided at (a checkpoint waits for its results).
+    slot: u64,
     execution: Execution,
     votes: BTreeMap<NodeId, MessageDigest>,
     results: BTreeMap<MessageDigest, Vec<u8>>,
@@ -136,6 +146,11 @@ enum Warranting {
     ViewChange {
         next_view: View,
         body: ViewChangeBody,
+    },
+    Checkpoint {
+        slot: u64,
+        chain: MessageDigest,
+        book: MessageDigest,
     },
 }
 
@@ -172,6 +187,21 @@ const MAX_BACKOFF: u32 = 5;
 /// The request timer doubles with each consecutive view change, up to this many times.
 const MAX_TIMER_DOUBLING: u32 = 6;
 
+/// What a replica keeps of its history ([`ReplicaCore::retained`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retained {
+    /// PREPAREs of the history after the stable checkpoint.
+    pub prepares: usize,
+    /// Warranted messages its VIEW-CHANGE would list.
+    pub log: usize,
+    /// Slots decided and remembered.
+    pub decided: usize,
+    /// Checkpoint snapshots, vote points and own CHECKPOINTs.
+    pub checkpoints: usize,
+    /// The stable checkpoint's slot.
+    pub stable: u64,
+}
+
 /// A group replica's state.
 pub struct ReplicaCore {
     cluster: Arc<Cluster>,
@@ -204,9 +234,15 @@ pub struct ReplicaCore {
     /// be decided (by f+1 peers) while the warrant is made, and the COMMIT must still go out, or
     /// peers would wait forever for its counter.
     warranting: Option<Warranting>,
-    /// Every message we warranted, for our VIEW-CHANGEs.
+    /// Every message we warranted since our CHECKPOINT an interval below the stable one (or
+    /// since the first), for our VIEW-CHANGEs.
     log: Vec<Warranted>,
+    checkpoints: Checkpoints,
+    /// Our CHECKPOINTs to warrant (before any COMMIT: the high watermark may wait for them).
+    checkpoint_due: VecDeque<(u64, MessageDigest, MessageDigest)>,
     awaiting: BTreeMap<u64, Awaiting>,
+    /// Decided executions without f+1 matching results yet, by slot.
+    unreplied: BTreeMap<u64, usize>,
     replies: BTreeMap<ClientId, Reply>,
     /// Our warranted messages by warrant counter, and our COMMITs' counters by slot.
     sent: BTreeMap<u64, FromPeer>,
@@ -238,6 +274,7 @@ impl ReplicaCore {
     ) -> Option<Self> {
         let group = GroupId(cluster.config.replicas.iter().find(|r| r.id == me.0)?.group);
         let directory = cluster.directory.clone();
+        let checkpoints = Checkpoints::new(cluster.clone());
         Some(ReplicaCore {
             book: OrderBook::new(&cluster),
             history: History {
@@ -268,7 +305,10 @@ impl ReplicaCore {
             view_change_due: None,
             warranting: None,
             log: Vec::new(),
+            checkpoints,
+            checkpoint_due: VecDeque::new(),
             awaiting: BTreeMap::new(),
+            unreplied: BTreeMap::new(),
             replies: BTreeMap::new(),
             sent: BTreeMap::new(),
             sent_for: BTreeMap::new(),
@@ -305,6 +345,23 @@ impl ReplicaCore {
     /// fetched again on every retry and kept forever).
     pub fn open_agreements(&self) -> usize {
         self.agreements.len()
+    }
+
+    /// The slot of the latest stable checkpoint (decisions up to it may leave the disk).
+    pub fn stable(&self) -> u64 {
+        self.checkpoints.stable().slot
+    }
+
+    /// How much history this replica keeps: bounded by a few checkpoint intervals once
+    /// checkpoints become stable, however long it runs.
+    pub fn retained(&self) -> Retained {
+        Retained {
+            prepares: self.history.since_base.len(),
+            log: self.log.len(),
+            decided: self.decided.len(),
+            checkpoints: self.checkpoints.retained(),
+            stable: self.stable(),
+        }
     }
 
     /// The group this replica belongs to.
@@ -381,6 +438,7 @@ impl ReplicaCore {
         let slot = h.base_slot + (counter - h.base_counter);
         while self.history.next_slot < slot {
             self.history.chain = chain(&self.history.chain, None);
+            self.passed(self.history.next_slot);
             self.history.next_slot += 1;
         }
         let digest = prepare.digest();
@@ -388,16 +446,52 @@ impl ReplicaCore {
         self.history.next_slot = slot + 1;
         self.history.since_base.push(prepare.clone());
         let prefix = self.history.chain;
-        self.ordered(slot, digest, prefix, prepare);
+        let mine = self.order(&prepare);
+        self.passed(slot);
+        if !mine.is_empty() {
+            self.agree(slot, digest, prefix, Some(prepare), mine);
+        }
     }
 
-    /// Derives the order for a PREPARE at `slot`; queues our COMMIT if our group has work in it.
-    fn ordered(&mut self, slot: u64, proposal: MessageDigest, prefix: MessageDigest, p: Prepare) {
-        let mine = self.order(&p);
-        if mine.is_empty() {
-            return;
+    /// Our history reached `slot` (the order book and running digest are after it).
+    fn passed(&mut self, slot: u64) {
+        if let Some(stable) = self
+            .checkpoints
+            .passed(slot, self.history.chain, &self.book)
+        {
+            self.collect_garbage(stable);
         }
-        self.agree(slot, proposal, prefix, Some(p), mine);
+    }
+
+    /// Queues our CHECKPOINTs whose slots are decided and executed for our group: no open
+    /// agreement up to the slot, and f+1 matching results for every execution decided there.
+    fn queue_checkpoints(&mut self) {
+        let (agreements, unreplied) = (&self.agreements, &self.unreplied);
+        let done = |slot: u64| {
+            agreements.range(..=slot).next().is_none() && unreplied.range(..=slot).next().is_none()
+        };
+        while let Some(point) = self.checkpoints.due(done) {
+            self.checkpoint_due.push_back(point);
+        }
+    }
+
+    /// A checkpoint became stable: histories, logs and decisions up to it can go.
+    fn collect_garbage(&mut self, stable: u64) {
+        let h = &mut self.history;
+        let (base_slot, base_counter) = (h.base_slot, h.base_counter);
+        h.since_base
+            .retain(|p| base_slot + (p.ui.counter - base_counter) > stable);
+        self.decided.retain(|&slot, _| slot > stable);
+        self.agreements.retain(|&slot, _| slot > stable);
+        self.unreplied.retain(|&slot, _| slot > stable);
+        if let Some(anchor) = self.checkpoints.anchor() {
+            let start = self
+                .log
+                .iter()
+                .position(|e| e.ui().counter == anchor)
+                .unwrap_or(0);
+            self.log.drain(..start);
+        }
     }
 
     /// Orders a PREPARE's entries in the order book, cancels the timers of the requests it
@@ -452,13 +546,16 @@ impl ReplicaCore {
         self.to_warrant.push_back(slot);
     }
 
-    /// Starts warranting our VIEW-CHANGE or our next COMMIT if the USIG is free.
+    /// Starts warranting our VIEW-CHANGE, a CHECKPOINT that is due, or our next COMMIT if the
+    /// USIG is free.
     fn next_warrant(&mut self) -> Vec<Action> {
         if self.warranting.is_some() {
             return Vec::new();
         }
+        self.queue_checkpoints();
         if let Some(next_view) = self.view_change_due.take() {
             let body = ViewChangeBody {
+                checkpoint: self.checkpoints.stable().proof.clone(),
                 base: self.history.base.clone(),
                 prepares: self.history.since_base.clone(),
                 log: self.log.clone(),
@@ -467,10 +564,20 @@ impl ReplicaCore {
             self.warranting = Some(Warranting::ViewChange { next_view, body });
             return vec![Action::Warrant { bytes }];
         }
+        if let Some((slot, chain, book)) = self.checkpoint_due.pop_front() {
+            let bytes = Checkpoint::warranted_bytes(self.me, slot, &chain, &book);
+            self.warranting = Some(Warranting::Checkpoint { slot, chain, book });
+            return vec![Action::Warrant { bytes }];
+        }
         if self.changing_to.is_some() {
             return Vec::new();
         }
-        while let Some(slot) = self.to_warrant.pop_front() {
+        while let Some(&slot) = self.to_warrant.front() {
+            // The high watermark: wait for our CHECKPOINT two intervals below.
+            if !self.checkpoints.may_commit(slot) {
+                return Vec::new();
+            }
+            self.to_warrant.pop_front();
             let Some(agreement) = self.agreements.get(&slot) else {
                 continue;
             };
@@ -543,6 +650,24 @@ impl ReplicaCore {
                     view_change: Box::new(view_change),
                 }]
             }
+            Some(Warranting::Checkpoint { slot, chain, book }) => {
+                let checkpoint = Checkpoint {
+                    replica: self.me,
+                    slot,
+                    chain,
+                    book,
+                    ui,
+                };
+                self.log.push(Warranted::Checkpoint(checkpoint.clone()));
+                self.keep_sent(FromPeer::Checkpoint(checkpoint.clone()));
+                if let Some(stable) = self.checkpoints.warranted(&checkpoint) {
+                    self.collect_garbage(stable);
+                }
+                vec![Action::SendCheckpoint {
+                    to: None,
+                    checkpoint,
+                }]
+            }
         };
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
@@ -553,6 +678,7 @@ impl ReplicaCore {
         let counter = match &message {
             FromPeer::Commit(c) => c.ui.counter,
             FromPeer::ViewChange(vc) => vc.ui.counter,
+            FromPeer::Checkpoint(c) => c.ui.counter,
         };
         self.sent.insert(counter, message);
         while self.sent.len() > KEEP_COMMITS {
@@ -589,6 +715,33 @@ impl ReplicaCore {
         self.on_peer_message(replica, &bytes, ui, FromPeer::ViewChange(vc))
     }
 
+    /// A CHECKPOINT from a replica: from our group in its counter order (it shares the counter
+    /// sequence of its COMMITs), from another group checked on its own.
+    pub fn on_checkpoint(&mut self, checkpoint: Checkpoint) -> Result<Vec<Action>, Reject> {
+        let replica = checkpoint.replica;
+        let bytes = checkpoint.own_warranted_bytes();
+        if self.cluster.members(self.group).any(|r| r.id == replica.0) {
+            let ui = checkpoint.ui.clone();
+            return self.on_peer_message(replica, &bytes, ui, FromPeer::Checkpoint(checkpoint));
+        }
+        let is_replica = self
+            .cluster
+            .config
+            .replicas
+            .iter()
+            .any(|r| r.id == replica.0);
+        let usig = self.usig(replica).ok().filter(|_| is_replica);
+        let usig = usig.ok_or(Reject::NotMember)?;
+        self.cluster
+            .directory
+            .verify_ui(usig, &bytes, &checkpoint.ui)
+            .map_err(Reject::Warrant)?;
+        if let Some(stable) = self.checkpoints.vote(checkpoint) {
+            self.collect_garbage(stable);
+        }
+        Ok(Vec::new())
+    }
+
     fn on_peer_message(
         &mut self,
         replica: NodeId,
@@ -613,6 +766,11 @@ impl ReplicaCore {
                     let left = self.left.entry(vc.replica).or_insert(vc.next_view);
                     *left = (*left).max(vc.next_view);
                     actions.extend(self.asked_for(vc.next_view, self.group, vc.replica));
+                }
+                FromPeer::Checkpoint(c) => {
+                    if let Some(stable) = self.checkpoints.vote(c) {
+                        self.collect_garbage(stable);
+                    }
                 }
             }
         }
@@ -707,12 +865,14 @@ impl ReplicaCore {
         self.decided.insert(slot, agreement.proposal);
         let executions = agreement.executions.unwrap_or_default();
         if executions.is_empty() {
-            return Vec::new();
+            return self.next_warrant();
         }
+        *self.unreplied.entry(slot).or_default() += executions.len();
         for e in &executions {
             self.awaiting.insert(
                 e.order,
                 Awaiting {
+                    slot,
                     execution: e.clone(),
                     votes: BTreeMap::new(),
                     results: BTreeMap::new(),
@@ -723,13 +883,20 @@ impl ReplicaCore {
             );
         }
         while self.awaiting.len() > KEEP_DECIDED {
-            self.awaiting.pop_first();
+            if let Some((_, old)) = self.awaiting.pop_first() {
+                if !old.replied {
+                    settle(&mut self.unreplied, old.slot);
+                }
+            }
         }
-        vec![Action::SendCommitDb {
+        let mut actions = vec![Action::SendCommitDb {
             to: None,
             commit_db: self.commit_db(executions),
-        }]
+        }];
+        actions.extend(self.next_warrant());
+        actions
     }
+
     fn commit_db(&self, executions: Vec<Execution>) -> CommitDb {
         CommitDb {
             config_epoch: self.cluster.epoch(),
@@ -768,6 +935,7 @@ impl ReplicaCore {
             let agreeing = awaiting.votes.values().filter(|d| **d == digest).count();
             if agreeing >= quorum && !awaiting.replied {
                 awaiting.replied = true;
+                settle(&mut self.unreplied, awaiting.slot);
                 pages.push((
                     awaiting.execution.request.clone(),
                     awaiting.results[&digest].clone(),
@@ -775,13 +943,19 @@ impl ReplicaCore {
             }
             // Kept until every database node answered, so that a lagging one still gets it.
             if awaiting.votes.len() == db_nodes {
+                // Every node answered and no f+1 agreed: nothing more will come.
+                if !awaiting.replied {
+                    settle(&mut self.unreplied, awaiting.slot);
+                }
                 self.awaiting.remove(&order);
             }
         }
-        Ok(pages
+        let mut actions: Vec<Action> = pages
             .into_iter()
             .map(|(request, result)| Action::SendReply(self.reply(&request, &result)))
-            .collect())
+            .collect();
+        actions.extend(self.next_warrant());
+        Ok(actions)
     }
 
     fn reply(&mut self, request: &Request, result: &[u8]) -> Reply {
@@ -861,6 +1035,10 @@ impl ReplicaCore {
                 FromPeer::ViewChange(vc) => Action::SendViewChange {
                     to: Some(from),
                     view_change: Box::new(vc.clone()),
+                },
+                FromPeer::Checkpoint(c) => Action::SendCheckpoint {
+                    to: Some(from),
+                    checkpoint: c.clone(),
                 },
             })
             .collect()
@@ -955,9 +1133,11 @@ impl ReplicaCore {
         Ok(self.enter(nv, &cut))
     }
 
-    /// Enters the NEW-VIEW's view: re-derives the order book over its cut, and agrees (with a
-    /// COMMIT of the NEW-VIEW slot) on our group's executions of the cut not decided here yet.
-    fn enter(&mut self, nv: NewView, cut: &[Slot]) -> Vec<Action> {
+    /// Enters the NEW-VIEW's view: re-derives the order book over its cut (from the later of
+    /// its stable checkpoint and ours: slots up to a stable checkpoint are committed, the same in
+    /// every history), and agrees (with a COMMIT of the NEW-VIEW slot) on our group's executions
+    /// of the cut not decided here yet.
+    fn enter(&mut self, nv: NewView, cut: &Cut) -> Vec<Action> {
         self.view = nv.view;
         self.changing_to = None;
         self.view_change_due = None;
@@ -966,36 +1146,50 @@ impl ReplicaCore {
         self.agreements.clear();
         self.to_warrant.clear();
         self.sent_for.clear();
-        let cut_len = cut.len() as u64;
-        self.decided.retain(|&slot, _| slot < cut_len);
-        self.book = OrderBook::new(&self.cluster);
-        let mut chain_at = chain_start(self.cluster.epoch());
-        let mut executions = Vec::new();
-        for (i, slot) in cut.iter().enumerate() {
-            chain_at = chain(&chain_at, slot.digest().as_ref());
-            let Slot::Prepare(p) = slot else {
-                continue;
-            };
-            let mine = self.order(p);
-            let decided_here = self.decided.get(&(i as u64 + 1)) == Some(&p.digest());
-            if !decided_here {
-                executions.extend(mine);
+        let end = cut.end();
+        self.decided.retain(|&slot, _| slot < end);
+        if cut.low.slot > self.checkpoints.stable().slot {
+            self.checkpoints.install(cut.low.clone());
+        }
+        let start = self.checkpoints.stable().clone();
+        if let Some(proof) = &start.proof {
+            // The high watermark counts our own CHECKPOINTs: vouch for the one we took over.
+            if !self.checkpoints.own_at_or_above(start.slot) {
+                let book = usig::MessageDigest::of(&proof.book);
+                self.checkpoint_due
+                    .push_back((start.slot, start.chain, book));
             }
         }
+        self.book = start.book(&self.cluster);
         self.history = History {
             base: Some(nv.encode()),
-            base_slot: cut_len,
+            base_slot: end,
             base_counter: nv.ui.counter,
             since_base: Vec::new(),
-            chain: chain_at,
-            next_slot: cut_len + 1,
+            chain: start.chain,
+            next_slot: end + 1,
         };
+        let mut executions = Vec::new();
+        for (i, slot) in cut.slots.iter().enumerate() {
+            let at = cut.low.slot + i as u64 + 1;
+            if at <= start.slot {
+                continue;
+            }
+            self.history.chain = chain(&self.history.chain, slot.digest().as_ref());
+            if let Slot::Prepare(p) = slot {
+                let mine = self.order(p);
+                if self.decided.get(&at) != Some(&p.digest()) {
+                    executions.extend(mine);
+                }
+            }
+            self.passed(at);
+        }
         let now = self.ticks;
         for w in self.waiting.values_mut() {
             w.since = now;
             w.forwarded = false;
         }
-        self.agree(cut_len, nv.digest(), chain_at, None, executions);
+        self.agree(end, nv.digest(), self.history.chain, None, executions);
         let future = std::mem::take(&mut self.future);
         let mut actions = Vec::new();
         for commit in future {
@@ -1118,5 +1312,15 @@ impl ReplicaCore {
 
     fn usig(&self, node: NodeId) -> Result<UsigId, Reject> {
         self.cluster.usig_of(node).ok_or(Reject::BadSignature)
+    }
+}
+
+/// One execution decided at `slot` got its results (or never will).
+fn settle(unreplied: &mut BTreeMap<u64, usize>, slot: u64) {
+    if let Some(n) = unreplied.get_mut(&slot) {
+        *n -= 1;
+        if *n == 0 {
+            unreplied.remove(&slot);
+        }
     }
 }

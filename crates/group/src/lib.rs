@@ -7,6 +7,7 @@
 //! - [`log::DecisionLog`]: the durable log of accepted decisions (one fsync per batch);
 //! - [`render::Renderer`]: deterministic page rendering from f+1 matching database results.
 
+pub mod checkpoint;
 pub mod core;
 pub mod log;
 pub mod order;

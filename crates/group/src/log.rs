@@ -101,6 +101,89 @@ impl DecisionLog {
     }
 }
 
+/// The decision log of one configuration epoch as numbered segments
+/// (`decisions-<epoch>.<n>.log`): a new segment starts at each stable checkpoint, and segments
+/// older than the previous one are deleted, since every decision in them is at or below a
+/// stable checkpoint (the previous segment may still hold decisions above it). Disk use stays
+/// within about two checkpoint intervals however long the replica runs.
+pub struct Segments {
+    dir: PathBuf,
+    epoch: u64,
+    number: u64,
+    current: DecisionLog,
+}
+
+impl Segments {
+    /// Opens a new segment after any of this epoch's in `dir`, and returns it with how many
+    /// decisions the earlier segments of the epoch hold.
+    pub fn open(dir: &Path, epoch: u64) -> Result<(Self, usize), LogError> {
+        let mut earlier = 0;
+        let mut last = None;
+        for n in Self::numbers(dir, epoch)? {
+            earlier += DecisionLog::open(&Self::path(dir, epoch, n))?.1.len();
+            last = Some(n);
+        }
+        let number = last.map_or(0, |n| n + 1);
+        let (current, _) = DecisionLog::open(&Self::path(dir, epoch, number))?;
+        let segments = Segments {
+            dir: dir.to_path_buf(),
+            epoch,
+            number,
+            current,
+        };
+        Ok((segments, earlier))
+    }
+
+    fn path(dir: &Path, epoch: u64, number: u64) -> PathBuf {
+        dir.join(format!("decisions-{epoch}.{number}.log"))
+    }
+
+    /// The segment numbers of `epoch` in `dir`, ascending.
+    fn numbers(dir: &Path, epoch: u64) -> Result<Vec<u64>, LogError> {
+        let io = |source| LogError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let prefix = format!("decisions-{epoch}.");
+        let mut numbers = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let name = entry.map_err(io)?.file_name();
+            let number: Option<u64> = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse().ok());
+            numbers.extend(number);
+        }
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    /// Appends to the current segment (see [`DecisionLog::append`]).
+    pub fn append(&mut self, record: &[u8]) -> Result<(), LogError> {
+        self.current.append(record)
+    }
+
+    /// Makes the current segment durable (see [`DecisionLog::sync`]).
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        self.current.sync()
+    }
+
+    /// A checkpoint became stable: start a new segment and delete those before the previous.
+    pub fn rotate(&mut self) -> Result<(), LogError> {
+        self.current.sync()?;
+        self.number += 1;
+        self.current = DecisionLog::open(&Self::path(&self.dir, self.epoch, self.number))?.0;
+        for n in Self::numbers(&self.dir, self.epoch)? {
+            if n + 1 < self.number {
+                let path = Self::path(&self.dir, self.epoch, n);
+                std::fs::remove_file(&path).map_err(|source| LogError::Io { path, source })?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Complete records and the length they occupy; `Err(offset)` for damage before the end.
 fn parse(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), u64> {
     let mut records = Vec::new();
@@ -205,5 +288,26 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = parse(&bytes);
         }
+    }
+
+    #[test]
+    fn segments_rotate_at_stable_checkpoints_and_keep_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let count = || std::fs::read_dir(dir.path()).unwrap().count();
+        let (mut log, earlier) = Segments::open(dir.path(), 3).unwrap();
+        assert_eq!(earlier, 0);
+        for round in 0..5u8 {
+            log.append(&[round + 1]).unwrap();
+            log.sync().unwrap();
+            log.rotate().unwrap();
+            assert!(count() <= 2, "{} segments after rotation {round}", count());
+        }
+        log.append(b"last").unwrap();
+        log.sync().unwrap();
+        drop(log);
+        // A restart of the same epoch counts what the kept segments hold and starts a new one.
+        let (_, earlier) = Segments::open(dir.path(), 3).unwrap();
+        assert_eq!(earlier, 2, "the previous segment's record and the last one");
+        assert_eq!(count(), 3);
     }
 }

@@ -3,9 +3,13 @@
 
 use proto::config::Cluster;
 use proto::{ClientId, Execution, GroupId, PartitionId, PartitionRule, Prepare, Request};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use usig::MessageDigest;
 
-/// Where the derivation stands.
+/// Where the derivation stands. Checkpoints carry it (encoded), so that a replica can continue
+/// the derivation from a stable checkpoint without the history before it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderBook {
     partitions: u32,
     next_order: u64,
@@ -28,6 +32,24 @@ impl OrderBook {
                 .collect(),
             last_ordered: BTreeMap::new(),
         }
+    }
+
+    /// The canonical encoding a checkpoint carries.
+    pub fn encode(&self) -> Vec<u8> {
+        wire::encode(self).expect("postcard encodes plain data into a Vec")
+    }
+
+    /// What a CHECKPOINT names.
+    pub fn digest(&self) -> MessageDigest {
+        MessageDigest::of(&self.encode())
+    }
+
+    /// Decodes a book a checkpoint carries, if it fits the configuration.
+    pub fn decode(bytes: &[u8], cluster: &Cluster) -> Option<Self> {
+        let book: OrderBook = wire::decode(bytes).ok()?;
+        let partitions = cluster.config.partitions;
+        (book.partitions == partitions && book.next_seq.len() == partitions as usize)
+            .then_some(book)
     }
 
     /// True when the request is newer than its client's last ordered one.

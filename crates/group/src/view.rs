@@ -2,10 +2,11 @@
 //! (docs/protocol.md, "View change"). Pure functions of the messages and the configuration, so
 //! every correct replica and the new primary reach the same cut.
 
+use crate::order::OrderBook;
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Commit, NewView, NodeId, Prepare, View, ViewChange, Warranted,
-    MAX_NESTED_VIEWS,
+    chain, chain_start, Commit, NewView, NodeId, Prepare, StableCheckpoint, View, ViewChange,
+    Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -40,7 +41,7 @@ pub enum Invalid {
     NotMember,
     #[error("a warrant does not verify")]
     Warrant,
-    #[error("the warranted log is not every counter from 1 up to the message's own")]
+    #[error("the warranted log is not every counter from 1 (or from the sender's CHECKPOINT an interval below its stable checkpoint) up to the message's own")]
     LogGap,
     #[error("a COMMIT does not match the history shown (chained prefix or proposal)")]
     Prefix,
@@ -48,12 +49,14 @@ pub enum Invalid {
     LaterCommit,
     #[error("a PREPARE is not of the base's view, primary and epoch, or out of order")]
     Prepare,
-    #[error("the base NEW-VIEW does not decode, is not of an earlier view, or nests too deep")]
+    #[error("the base NEW-VIEW does not decode, is not of an earlier view, starts after the stable checkpoint shown, or nests too deep")]
     Base,
     #[error("the NEW-VIEW is not from that view's primary or of this configuration epoch")]
     NewViewSender,
     #[error("not f+1 VIEW-CHANGEs for this view from every group, or one sender twice")]
     Quorum,
+    #[error("the stable checkpoint is not f+1 matching CHECKPOINTs from every group for the book it carries")]
+    Checkpoint,
 }
 
 /// The primary of a view: the candidates take turns.
@@ -62,10 +65,10 @@ pub fn primary_of(cluster: &Cluster, view: View) -> NodeId {
     NodeId(candidates[(view.0 % candidates.len() as u64) as usize].id)
 }
 
-/// The running digests of a history: element i vouches for slots `1..=i`.
-pub fn chains(cluster: &Cluster, slots: &[Slot]) -> Vec<MessageDigest> {
+/// The running digests of the slots after `start`: element i vouches for the first i of them.
+pub fn chains(start: MessageDigest, slots: &[Slot]) -> Vec<MessageDigest> {
     let mut out = Vec::with_capacity(slots.len() + 1);
-    let mut at = chain_start(cluster.epoch());
+    let mut at = start;
     out.push(at);
     for slot in slots {
         at = chain(&at, slot.digest().as_ref());
@@ -74,21 +77,66 @@ pub fn chains(cluster: &Cluster, slots: &[Slot]) -> Vec<MessageDigest> {
     out
 }
 
+/// Where a history shown starts: a stable checkpoint (or the configuration epoch's start).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Low {
+    pub slot: u64,
+    pub chain: MessageDigest,
+    /// The certificate and the book (none at the epoch's start).
+    pub proof: Option<StableCheckpoint>,
+}
+
+impl Low {
+    /// The start of the configuration epoch.
+    pub fn start(cluster: &Cluster) -> Self {
+        Low {
+            slot: 0,
+            chain: chain_start(cluster.epoch()),
+            proof: None,
+        }
+    }
+
+    /// The order book at this point.
+    pub fn book(&self, cluster: &Cluster) -> OrderBook {
+        self.proof
+            .as_ref()
+            .and_then(|p| OrderBook::decode(&p.book, cluster))
+            .unwrap_or_else(|| OrderBook::new(cluster))
+    }
+}
+
 /// What a valid VIEW-CHANGE shows.
 pub struct Shown {
     /// The view of its base NEW-VIEW (0 without one).
     pub view: View,
     /// The base NEW-VIEW's warrant counter (0 without one).
     pub base_counter: u64,
-    /// Its history: the base's cut, then the PREPAREs after it.
+    /// Its stable checkpoint.
+    pub low: Low,
+    /// Its history after the stable checkpoint: the base's cut, then the PREPAREs after it.
     pub slots: Vec<Slot>,
+}
+
+/// A new view's history: the stable checkpoint it starts from and the slots after it, up to
+/// and including the NEW-VIEW's own.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub low: Low,
+    pub slots: Vec<Slot>,
+}
+
+impl Cut {
+    /// The NEW-VIEW's slot.
+    pub fn end(&self) -> u64 {
+        self.low.slot + self.slots.len() as u64
+    }
 }
 
 /// Checks VIEW-CHANGEs and NEW-VIEWs, remembering the cuts of NEW-VIEWs already checked (the
 /// VIEW-CHANGEs of one view usually share their base).
 pub struct Checker {
     cluster: Arc<Cluster>,
-    cuts: BTreeMap<MessageDigest, Arc<Vec<Slot>>>,
+    cuts: BTreeMap<MessageDigest, Arc<Cut>>,
 }
 
 impl Checker {
@@ -105,7 +153,7 @@ impl Checker {
     }
 
     /// The new view's history up to and including its NEW-VIEW slot, if the NEW-VIEW is valid.
-    pub fn new_view(&mut self, nv: &NewView) -> Result<Arc<Vec<Slot>>, Invalid> {
+    pub fn new_view(&mut self, nv: &NewView) -> Result<Arc<Cut>, Invalid> {
         self.cut(nv, 0)
     }
 
@@ -117,18 +165,34 @@ impl Checker {
         let dir = &cluster.directory;
         dir.verify_ui(usig, &vc.own_warranted_bytes(), &vc.ui)
             .map_err(|_| Invalid::Warrant)?;
-        // Every message the sender warranted before this one, so none can be left out.
-        if vc.ui.counter != vc.body.log.len() as u64 + 1 {
+        let low = match &vc.body.checkpoint {
+            None => Low::start(&cluster),
+            Some(proof) => stable(&cluster, proof)?,
+        };
+        // Every message the sender warranted since its first, or since its own CHECKPOINT an
+        // interval below the stable one (the high watermark keeps every COMMIT after the
+        // stable checkpoint behind that CHECKPOINT), so none can be left out.
+        let log = &vc.body.log;
+        let first = log.first().map_or(vc.ui.counter, |e| e.ui().counter);
+        if first != 1 {
+            match log.first() {
+                Some(Warranted::Checkpoint(c))
+                    if c.replica == vc.replica && c.slot + CHECKPOINT_INTERVAL <= low.slot => {}
+                _ => return Err(Invalid::LogGap),
+            }
+        }
+        if vc.ui.counter != first + log.len() as u64 {
             return Err(Invalid::LogGap);
         }
-        for (i, entry) in vc.body.log.iter().enumerate() {
+        for (i, entry) in log.iter().enumerate() {
             let ui = entry.ui();
-            if ui.counter != i as u64 + 1 || ui.epoch != vc.ui.epoch {
+            if ui.counter != first + i as u64 || ui.epoch != vc.ui.epoch {
                 return Err(Invalid::LogGap);
             }
             let bytes = match entry {
                 Warranted::Commit(c) if c.replica == vc.replica => c.own_warranted_bytes(),
-                Warranted::Commit(_) => return Err(Invalid::Warrant),
+                Warranted::Checkpoint(c) if c.replica == vc.replica => c.own_warranted_bytes(),
+                Warranted::Commit(_) | Warranted::Checkpoint(_) => return Err(Invalid::Warrant),
                 Warranted::ViewChange {
                     next_view, body, ..
                 } => ViewChange::warranted_bytes(vc.replica, vc.group, *next_view, body),
@@ -136,58 +200,71 @@ impl Checker {
             dir.verify_ui(usig, &bytes, ui)
                 .map_err(|_| Invalid::Warrant)?;
         }
-        let (view, base_counter, mut slots) = match &vc.body.base {
-            None => (View(0), 0, Vec::new()),
+        let (view, base_counter, base_slot, mut slots) = match &vc.body.base {
+            None => (View(0), 0, 0, Vec::new()),
             Some(bytes) => {
                 let nv = NewView::decode(bytes).ok_or(Invalid::Base)?;
                 if nv.view >= vc.next_view || depth + 1 > MAX_NESTED_VIEWS {
                     return Err(Invalid::Base);
                 }
                 let cut = self.cut(&nv, depth + 1)?;
-                (nv.view, nv.ui.counter, cut.as_ref().clone())
+                // A replica that entered the view took the cut's checkpoint if it was later.
+                if cut.low.slot > low.slot {
+                    return Err(Invalid::Base);
+                }
+                let after_low = (low.slot - cut.low.slot) as usize;
+                let slots = cut.slots.iter().skip(after_low).cloned().collect();
+                (nv.view, nv.ui.counter, cut.end(), slots)
             }
         };
         let primary = primary_of(&cluster, view);
         let primary_usig = cluster.usig_of(primary).ok_or(Invalid::Prepare)?;
-        let base_slot = slots.len() as u64;
-        let mut last = base_counter;
         for p in &vc.body.prepares {
             let counter = p.ui.counter;
             if p.view != view
                 || p.primary != primary
                 || p.config_epoch != cluster.epoch()
-                || counter <= last
+                || counter <= base_counter
             {
+                return Err(Invalid::Prepare);
+            }
+            let slot = base_slot + (counter - base_counter);
+            // After the checkpoint and after the slots so far, in counter order.
+            let index = slot.saturating_sub(low.slot) as usize;
+            if index <= slots.len() {
                 return Err(Invalid::Prepare);
             }
             dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
                 .map_err(|_| Invalid::Prepare)?;
-            let slot = base_slot + (counter - base_counter);
-            slots.resize(slot as usize - 1, Slot::Null);
+            slots.resize(index - 1, Slot::Null);
             slots.push(Slot::Prepare(p.clone()));
-            last = counter;
         }
-        let prefixes = chains(&cluster, &slots);
-        for entry in &vc.body.log {
+        let prefixes = chains(low.chain, &slots);
+        for entry in log {
             let Warranted::Commit(c) = entry else {
                 continue;
             };
             if c.view > view {
                 return Err(Invalid::LaterCommit);
             }
-            // COMMITs of earlier views are covered by the base's cut.
-            if c.view == view && !matches_history(c, &slots, &prefixes) {
+            // COMMITs of earlier views are covered by the base's cut, those up to the stable
+            // checkpoint by the checkpoint.
+            if c.view == view
+                && c.slot > low.slot
+                && !matches_history(c, low.slot, &slots, &prefixes)
+            {
                 return Err(Invalid::Prefix);
             }
         }
         Ok(Shown {
             view,
             base_counter,
+            low,
             slots,
         })
     }
 
-    fn cut(&mut self, nv: &NewView, depth: usize) -> Result<Arc<Vec<Slot>>, Invalid> {
+    fn cut(&mut self, nv: &NewView, depth: usize) -> Result<Arc<Cut>, Invalid> {
         let digest = nv.digest();
         if let Some(cut) = self.cuts.get(&digest) {
             return Ok(cut.clone());
@@ -222,31 +299,90 @@ impl Checker {
         {
             return Err(Invalid::Quorum);
         }
-        let mut slots = combine(shown);
-        slots.push(Slot::NewView(digest));
-        let cut = Arc::new(slots);
+        let mut cut = combine(&cluster, shown);
+        cut.slots.push(Slot::NewView(digest));
+        let cut = Arc::new(cut);
         self.cuts.insert(digest, cut.clone());
         Ok(cut)
     }
 }
 
-/// True when the COMMIT is for what the history holds at its slot, with the history's prefix.
-fn matches_history(c: &Commit, slots: &[Slot], prefixes: &[MessageDigest]) -> bool {
-    let Some(i) = usize::try_from(c.slot).ok().filter(|&i| i >= 1) else {
+/// Checks a stable checkpoint: f+1 matching CHECKPOINTs from every group, warranted by their
+/// senders, for the book carried.
+fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
+    let first = proof.certificate.first().ok_or(Invalid::Checkpoint)?;
+    let (slot, chain_at, book) = (first.slot, first.chain, first.book);
+    let book_fits = OrderBook::decode(&proof.book, cluster).is_some();
+    if slot == 0
+        || slot % CHECKPOINT_INTERVAL != 0
+        || MessageDigest::of(&proof.book) != book
+        || !book_fits
+    {
+        return Err(Invalid::Checkpoint);
+    }
+    let mut per_group: BTreeMap<u32, BTreeSet<NodeId>> = BTreeMap::new();
+    for c in &proof.certificate {
+        let group = cluster
+            .config
+            .replicas
+            .iter()
+            .find(|r| r.id == c.replica.0)
+            .map(|r| r.group)
+            .ok_or(Invalid::Checkpoint)?;
+        let usig = cluster.usig_of(c.replica).ok_or(Invalid::Checkpoint)?;
+        let matching = c.slot == slot && c.chain == chain_at && c.book == book;
+        let warranted = cluster
+            .directory
+            .verify_ui(usig, &c.own_warranted_bytes(), &c.ui)
+            .is_ok();
+        if !matching || !warranted || !per_group.entry(group).or_default().insert(c.replica) {
+            return Err(Invalid::Checkpoint);
+        }
+    }
+    let quorum = cluster.config.f + 1;
+    if cluster
+        .config
+        .groups
+        .iter()
+        .any(|g| per_group.get(&g.id).map_or(0, BTreeSet::len) < quorum)
+    {
+        return Err(Invalid::Checkpoint);
+    }
+    Ok(Low {
+        slot,
+        chain: chain_at,
+        proof: Some(proof.clone()),
+    })
+}
+
+/// True when the COMMIT is for what the history (the slots after `low`) holds at its slot,
+/// with the history's prefix.
+fn matches_history(c: &Commit, low: u64, slots: &[Slot], prefixes: &[MessageDigest]) -> bool {
+    let Some(i) = c
+        .slot
+        .checked_sub(low)
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|&i| i >= 1)
+    else {
         return false;
     };
     slots.get(i - 1).and_then(Slot::digest) == Some(c.proposal)
         && prefixes.get(i) == Some(&c.prefix)
 }
 
-/// The cut: the histories of the latest view shown (of its NEW-VIEW with the lowest counter:
-/// the only one a correct replica can have accepted), merged slot by slot. The old primary's
-/// USIG gives one message per counter, so merging makes no choice; counters nobody holds are
-/// null.
-fn combine(shown: Vec<Shown>) -> Vec<Slot> {
-    let Some(view) = shown.iter().map(|s| s.view).max() else {
-        return Vec::new();
-    };
+/// The cut: from the latest stable checkpoint shown (every slot up to it is committed, so
+/// every history agrees there), the histories of the latest view shown (of its NEW-VIEW with
+/// the lowest counter: the only one a correct replica can have accepted), merged slot by slot.
+/// The old primary's USIG gives one message per counter, so merging makes no choice; counters
+/// nobody holds are null.
+fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
+    let low = shown
+        .iter()
+        .map(|s| &s.low)
+        .max_by_key(|l| l.slot)
+        .cloned()
+        .unwrap_or_else(|| Low::start(cluster));
+    let view = shown.iter().map(|s| s.view).max().unwrap_or(View(0));
     let base = shown
         .iter()
         .filter(|s| s.view == view)
@@ -258,16 +394,21 @@ fn combine(shown: Vec<Shown>) -> Vec<Slot> {
         .into_iter()
         .filter(|s| s.view == view && s.base_counter == base)
     {
-        if merged.len() < s.slots.len() {
-            merged.resize(s.slots.len(), Slot::Null);
-        }
         for (i, slot) in s.slots.into_iter().enumerate() {
-            if merged[i] == Slot::Null {
-                merged[i] = slot;
+            let absolute = s.low.slot + i as u64 + 1;
+            let Some(index) = absolute.checked_sub(low.slot + 1) else {
+                continue;
+            };
+            let index = index as usize;
+            if merged.len() <= index {
+                merged.resize(index + 1, Slot::Null);
+            }
+            if merged[index] == Slot::Null {
+                merged[index] = slot;
             }
         }
     }
-    merged
+    Cut { low, slots: merged }
 }
 
 #[cfg(test)]
@@ -312,7 +453,7 @@ mod tests {
         slots: &[Slot],
         slot: u64,
     ) -> Warranted {
-        let prefix = chains(cluster, slots)[slot as usize];
+        let prefix = chains(chain_start(cluster.epoch()), slots)[slot as usize];
         let proposal = slots[slot as usize - 1].digest().unwrap();
         let (view, replica) = (View(0), NodeId(replica));
         let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
@@ -335,6 +476,7 @@ mod tests {
         log: Vec<Warranted>,
     ) -> ViewChange {
         let body = ViewChangeBody {
+            checkpoint: None,
             base: None,
             prepares,
             log,
@@ -465,8 +607,8 @@ mod tests {
         let nv = new_view(1, quorum);
         let cut = Checker::new(cluster).new_view(&nv).unwrap();
         assert_eq!(
-            cut.as_ref(),
-            &vec![
+            cut.slots,
+            vec![
                 Slot::Prepare(p1),
                 Slot::Null,
                 Slot::Prepare(p3),
@@ -496,6 +638,6 @@ mod tests {
             Some(Invalid::NewViewSender)
         );
         let valid = new_view(1, [group0(), group1()].concat());
-        assert_eq!(checker.new_view(&valid).unwrap().len(), 2);
+        assert_eq!(checker.new_view(&valid).unwrap().slots.len(), 2);
     }
 }

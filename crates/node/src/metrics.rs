@@ -183,6 +183,7 @@ pub fn kind(message: &proto::Message) -> &'static str {
         ReqViewChange(_) => "req_view_change",
         ViewChange(_) => "view_change",
         NewView(_) => "new_view",
+        Checkpoint(_) => "checkpoint",
     }
 }
 

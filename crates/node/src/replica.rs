@@ -8,7 +8,7 @@ use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
-use group::log::DecisionLog;
+use group::log::Segments;
 use proto::config::Cluster;
 use proto::{FetchCommits, FetchPrepares, Message, NodeId, Proposal, Signature};
 use std::collections::BTreeMap;
@@ -33,8 +33,14 @@ pub struct ReplicaOptions {
 /// Decisions written and synced by the log thread: their slots and the sync time.
 type Synced = Result<(Vec<u64>, Duration), group::log::LogError>;
 
-/// Records for the log thread: a slot and the encoded decision.
-type Appender = std::sync::mpsc::Sender<(u64, Vec<u8>)>;
+/// What the log thread does: append a slot's encoded decision, or start a new segment because
+/// a checkpoint became stable.
+enum LogCommand {
+    Append(u64, Vec<u8>),
+    Rotate,
+}
+
+type Appender = std::sync::mpsc::Sender<LogCommand>;
 
 /// Starts the log thread over the configuration epoch's decision log.
 fn start_log(
@@ -46,28 +52,35 @@ fn start_log(
         source,
     })?;
     // A new configuration epoch starts the protocol afresh; earlier epochs' logs stay for audit.
-    let (mut log, earlier) = DecisionLog::open(&data_dir.join(format!("decisions-{epoch}.log")))?;
-    if !earlier.is_empty() {
+    let (mut log, earlier) = Segments::open(data_dir, epoch)?;
+    if earlier > 0 {
         tracing::warn!(
-            decisions = earlier.len(),
+            decisions = earlier,
             "decisions of an earlier run of this epoch are not replayed (recovery is issue 5): \
              start a new configuration epoch to restart a cluster"
         );
     }
-    let (append, records) = std::sync::mpsc::channel::<(u64, Vec<u8>)>();
+    let (append, records) = std::sync::mpsc::channel::<LogCommand>();
     let (synced, results) = mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("decision-log".into())
         .spawn(move || {
             while let Ok(first) = records.recv() {
                 let started = Instant::now();
-                let batch: Vec<(u64, Vec<u8>)> =
+                let batch: Vec<LogCommand> =
                     std::iter::once(first).chain(records.try_iter()).collect();
+                let mut slots = Vec::new();
                 let written = batch
                     .iter()
-                    .try_for_each(|(_, record)| log.append(record))
+                    .try_for_each(|command| match command {
+                        LogCommand::Append(slot, record) => {
+                            slots.push(*slot);
+                            log.append(record)
+                        }
+                        LogCommand::Rotate => log.rotate(),
+                    })
                     .and_then(|()| log.sync())
-                    .map(|()| (batch.iter().map(|(c, _)| *c).collect(), started.elapsed()));
+                    .map(|()| (slots, started.elapsed()));
                 let failed = written.is_err();
                 if synced.send(written).is_err() || failed {
                     return;
@@ -133,17 +146,18 @@ pub async fn run(
         .iter()
         .map(|p| NodeId(p.id))
         .collect();
-    // Every other replica and every candidate, for REQ-VIEW-CHANGE.
-    let everyone: Vec<NodeId> = cluster
+    // Every other replica (CHECKPOINTs), and every candidate too (REQ-VIEW-CHANGEs).
+    let replicas: Vec<NodeId> = cluster
         .config
         .replicas
         .iter()
         .map(|r| NodeId(r.id))
         .filter(|&id| id != me)
-        .chain(candidates.iter().copied())
         .collect();
+    let everyone: Vec<NodeId> = replicas.iter().chain(&candidates).copied().collect();
     // When each order's decision became durable, for the decision-to-reply latency.
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
+    let mut stable = 0;
     let mut tick = tokio::time::interval(options.node.tick);
     tracing::info!(id = me.0, group = group.0, "replica running");
     tokio::pin!(shutdown);
@@ -201,6 +215,13 @@ pub async fn run(
                         }
                     }
                 }
+                Action::SendCheckpoint { to, checkpoint } => {
+                    let m = Message::Checkpoint(checkpoint);
+                    match to {
+                        Some(peer) => peers.to_node(peer, &m),
+                        None => peers.to_nodes(replicas.iter().copied(), &m),
+                    }
+                }
                 Action::SendReqViewChange(req) => {
                     tracing::warn!(
                         id = me.0,
@@ -231,7 +252,7 @@ pub async fn run(
                     }
                     // The record: the slot and our executions for it.
                     let record = wire::encode(&(slot, &executions)).unwrap_or_default();
-                    if append.send((slot, record)).is_err() {
+                    if append.send(LogCommand::Append(slot, record)).is_err() {
                         tracing::error!("decision log thread stopped");
                     }
                 }
@@ -249,6 +270,14 @@ pub async fn run(
                     metrics.replies.inc();
                     send_reply(&peers, reply, options.page_delay);
                 }
+            }
+        }
+        // A new stable checkpoint: decisions up to it need not stay on disk.
+        if core.stable() > stable {
+            stable = core.stable();
+            tracing::debug!(id = me.0, stable, "checkpoint stable");
+            if append.send(LogCommand::Rotate).is_err() {
+                tracing::error!("decision log thread stopped");
             }
         }
         // Orders whose reply never came (a client that vanished) must not pile up.
@@ -302,6 +331,7 @@ fn on_frame(
         Message::Commit(c) => core.on_commit(c),
         Message::ViewChange(vc) => core.on_view_change(vc),
         Message::ReqViewChange(r) => core.on_req_view_change(&r),
+        Message::Checkpoint(c) => core.on_checkpoint(c),
         Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
         Message::Request(r) => Ok(core.on_request(&r)),
         Message::FetchCommits(f) => {

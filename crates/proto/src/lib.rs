@@ -17,5 +17,6 @@ pub use message::{
     Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };
 pub use view::{
-    NewView, Proposal, ReqViewChange, ViewChange, ViewChangeBody, Warranted, MAX_NESTED_VIEWS,
+    Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange, ViewChangeBody,
+    Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };

@@ -326,6 +326,7 @@ pub enum Message {
     ReqViewChange(crate::ReqViewChange),
     ViewChange(crate::ViewChange),
     NewView(crate::NewView),
+    Checkpoint(crate::Checkpoint),
 }
 
 /// What travels in one frame: the protocol version and one message.

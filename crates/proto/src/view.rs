@@ -16,6 +16,12 @@ use usig::{MessageDigest, UniqueWarrant};
 /// follow each other before the history is checkpointed); deeper ones are refused.
 pub const MAX_NESTED_VIEWS: usize = 4;
 
+/// Replicas checkpoint their history every this many slots. A replica COMMITs slot s only once
+/// it has warranted its own CHECKPOINT for the multiple of this interval two intervals below
+/// (the high watermark), so a VIEW-CHANGE's log can start at that CHECKPOINT and still hold
+/// every COMMIT after the stable checkpoint.
+pub const CHECKPOINT_INTERVAL: u64 = 128;
+
 /// A replica's request timer expired: it asks to move to `next_view`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReqViewChange {
@@ -28,6 +34,45 @@ crate::node_signed!(ReqViewChange, b"cloudbft/req-view-change/v1", |m| (
     m.replica,
     m.next_view
 ));
+
+/// A replica's history after `slot`: its running digest and the order book's digest, sent once
+/// every slot of its group up to there is decided and executed (f+1 matching results). f+1
+/// matching CHECKPOINTs from every group make it stable: every slot up to it is then committed,
+/// so histories and logs before it can go.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub replica: NodeId,
+    pub slot: u64,
+    pub chain: MessageDigest,
+    pub book: MessageDigest,
+    /// The replica's warrant over [`Checkpoint::warranted_bytes`].
+    pub ui: UniqueWarrant,
+}
+
+impl Checkpoint {
+    /// What the replica's USIG warrants.
+    pub fn warranted_bytes(
+        replica: NodeId,
+        slot: u64,
+        chain: &MessageDigest,
+        book: &MessageDigest,
+    ) -> Vec<u8> {
+        canonical(&(b"cloudbft/checkpoint/v1", replica, slot, chain.0, book.0))
+    }
+
+    /// This CHECKPOINT's warranted bytes.
+    pub fn own_warranted_bytes(&self) -> Vec<u8> {
+        Self::warranted_bytes(self.replica, self.slot, &self.chain, &self.book)
+    }
+}
+
+/// A stable checkpoint as a VIEW-CHANGE carries it: the matching CHECKPOINTs (f+1 from every
+/// group) and the encoded order book whose digest they name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StableCheckpoint {
+    pub certificate: Vec<Checkpoint>,
+    pub book: Vec<u8>,
+}
 
 /// One message a replica warranted, as its VIEW-CHANGE lists it. Nearly every entry is a
 /// COMMIT, so boxing that variant would only add an allocation each.
@@ -42,6 +87,7 @@ pub enum Warranted {
         body: MessageDigest,
         ui: UniqueWarrant,
     },
+    Checkpoint(Checkpoint),
 }
 
 impl Warranted {
@@ -50,12 +96,14 @@ impl Warranted {
         match self {
             Warranted::Commit(c) => &c.ui,
             Warranted::ViewChange { ui, .. } => ui,
+            Warranted::Checkpoint(c) => &c.ui,
         }
     }
 }
 
-/// A replica leaves its view: its history since the configuration epoch started, and every
-/// message it warranted before this one, so that nothing it committed can be left out.
+/// A replica leaves its view: its history since its stable checkpoint, and every message it
+/// warranted since its own CHECKPOINT one interval before that, so that nothing it committed
+/// after the stable checkpoint can be left out.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewChange {
     pub replica: NodeId,
@@ -69,13 +117,16 @@ pub struct ViewChange {
 /// What a VIEW-CHANGE reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViewChangeBody {
+    /// The replica's latest stable checkpoint (none before the first); its history starts after.
+    pub checkpoint: Option<StableCheckpoint>,
     /// The encoded [`NewView`] the replica last accepted (its history starts with that view's
     /// cut), or `None` while it is in view 0.
     pub base: Option<Vec<u8>>,
     /// The PREPAREs of the base's view (view 0 without a base) it processed after the base, in
     /// the primary's counter order.
     pub prepares: Vec<Prepare>,
-    /// Every message it warranted before this VIEW-CHANGE, in counter order from the first.
+    /// Every message it warranted before this VIEW-CHANGE, in counter order: from its first
+    /// warrant, or from its own CHECKPOINT at least one interval below the stable checkpoint.
     pub log: Vec<Warranted>,
 }
 

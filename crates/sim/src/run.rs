@@ -4,7 +4,7 @@
 use crate::model::ModelDb;
 use crate::net::{Faults, Network, Rng};
 use dbvote::voter::{VoterAction, VoterCore};
-use group::core::{Action as ReplicaAction, ReplicaCore};
+use group::core::{Action as ReplicaAction, ReplicaCore, Retained};
 use group::render::Renderer;
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
@@ -111,6 +111,8 @@ pub struct Outcome {
     pub commit_gaps: usize,
     /// The view each replica ended in.
     pub views: BTreeMap<NodeId, View>,
+    /// The most history any replica kept at the end.
+    pub retained: Retained,
     pub time: u64,
 }
 
@@ -491,6 +493,7 @@ impl World {
                     Message::Commit(c) => core.on_commit(c).map_err(|_| ()),
                     Message::ViewChange(vc) => core.on_view_change(vc).map_err(|_| ()),
                     Message::ReqViewChange(r) => core.on_req_view_change(&r).map_err(|_| ()),
+                    Message::Checkpoint(c) => core.on_checkpoint(c).map_err(|_| ()),
                     Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(|_| ()),
                     Message::Request(r) => Ok(core.on_request(&r)),
                     _ => Err(()),
@@ -635,6 +638,15 @@ impl World {
                     }
                     for to in targets {
                         self.send(to, Msg::Proto(m.clone()));
+                    }
+                }
+                ReplicaAction::SendCheckpoint { to, checkpoint } => {
+                    let m = Message::Checkpoint(checkpoint);
+                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+                    for peer in ids.into_iter().filter(|&p| p != id) {
+                        if to.is_none_or(|to| to == peer) {
+                            self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
+                        }
                     }
                 }
                 ReplicaAction::SendReqViewChange(req) => {
@@ -813,6 +825,16 @@ impl World {
                 .iter()
                 .map(|(id, (r, _))| (*id, r.view()))
                 .collect(),
+            retained: self.replicas.values().map(|(r, _)| r.retained()).fold(
+                Retained::default(),
+                |a, b| Retained {
+                    prepares: a.prepares.max(b.prepares),
+                    log: a.log.max(b.log),
+                    decided: a.decided.max(b.decided),
+                    checkpoints: a.checkpoints.max(b.checkpoints),
+                    stable: a.stable.max(b.stable),
+                },
+            ),
             time: self.now,
         }
     }

@@ -169,3 +169,49 @@ fn a_view_change_replays_exactly() {
     let b = run(scenario);
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
+
+/// A long run keeps each replica's history, log and decisions bounded by a few checkpoint
+/// intervals (sizes asserted, not times), also across a view change after checkpoints.
+fn long_run(faults: Vec<Fault>, seed: u64) -> Outcome {
+    let scenario = Scenario {
+        clients: 8,
+        requests_per_client: 150,
+        max_batch: 1,
+        faults,
+        max_time: 2_000_000,
+        ..Scenario::lossy(seed)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    let interval = proto::CHECKPOINT_INTERVAL;
+    let kept = outcome.retained;
+    assert!(
+        kept.stable >= 6 * interval,
+        "checkpoints became stable: {kept:?}"
+    );
+    let bound = (3 * interval) as usize;
+    assert!(kept.prepares <= bound, "history bounded: {kept:?}");
+    assert!(kept.decided <= bound, "decisions bounded: {kept:?}");
+    assert!(kept.log <= 2 * bound, "log bounded: {kept:?}");
+    assert!(kept.checkpoints <= 16, "checkpoint state bounded: {kept:?}");
+    outcome
+}
+
+#[test]
+fn a_long_run_keeps_history_and_logs_bounded() {
+    long_run(Vec::new(), 31);
+}
+
+#[test]
+fn a_view_change_after_checkpoints_starts_from_the_stable_one() {
+    let outcome = long_run(vec![Fault::CrashPrimary(5_000)], 32);
+    eprintln!(
+        "{:?} {:?} time {}",
+        outcome.views, outcome.retained, outcome.time
+    );
+    assert!(
+        outcome.views.values().all(|v| *v >= View(1)),
+        "every replica left the crashed primary's view: {:?}",
+        outcome.views
+    );
+}

@@ -46,10 +46,19 @@ async fn f_plus_one_matching_replies_accept_the_page() {
         (request.partitions.clone(), request.operation.clone()),
         (vec![0], b"op".to_vec())
     );
-    // Every replica of every group got the very same request.
-    let replicas: Vec<u32> = h.cluster.config.replicas.iter().map(|r| r.id).collect();
-    for id in replicas {
-        assert_eq!(h.request_at(id).await, request, "replica {id}");
+    // Every other primary candidate (so that a new view's primary has it) and every replica of
+    // every group got the very same request.
+    let config = &h.cluster.config;
+    let candidates = config
+        .primaries
+        .iter()
+        .map(|p| p.id)
+        .filter(|&id| id != PRIMARY);
+    let nodes: Vec<u32> = candidates
+        .chain(config.replicas.iter().map(|r| r.id))
+        .collect();
+    for id in nodes {
+        assert_eq!(h.request_at(id).await, request, "node {id}");
     }
 
     h.reply(101, 0, &request, PAGE);

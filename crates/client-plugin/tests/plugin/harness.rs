@@ -36,8 +36,8 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// f = 1, groups 0 (replicas 101-103) and 1 (201-203), partitions 0-3 (even ones in group
-    /// 0), and `clients` identities, all at one endpoint address.
+    /// f = 1, primary candidates 0-2, groups 0 (replicas 101-103) and 1 (201-203), partitions
+    /// 0-3 (even ones in group 0), and `clients` identities, all at one endpoint address.
     pub async fn new(application: &str, clients: u64) -> Harness {
         let mut config = TestCluster::new(1, 2, 4, clients).cluster.config.clone();
         config.application = application.into();
@@ -47,7 +47,9 @@ impl Harness {
             requests.insert(NodeId(id), rx);
             fake_node(tx)
         };
-        config.primaries[0].addr = fake(PRIMARY).await.to_string();
+        for primary in &mut config.primaries {
+            primary.addr = fake(primary.id).await.to_string();
+        }
         for replica in &mut config.replicas {
             replica.addr = fake(replica.id).await.to_string();
         }
