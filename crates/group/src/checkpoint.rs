@@ -167,6 +167,13 @@ impl Checkpoints {
         }
     }
 
+    /// Our history was replaced by a new view's cut: the snapshots taken of the old one must not
+    /// become CHECKPOINTs (the cut's are taken as we re-derive it).
+    pub fn restart(&mut self) {
+        self.snapshots.clear();
+        self.queued = self.stable.slot;
+    }
+
     /// Whether we ever warranted a CHECKPOINT at or above `slot`.
     pub fn own_at_or_above(&self, slot: u64) -> bool {
         self.own.keys().next_back().is_some_and(|&s| s >= slot)

@@ -243,6 +243,9 @@ pub struct ReplicaCore {
     awaiting: BTreeMap<u64, Awaiting>,
     /// Decided executions without f+1 matching results yet, by slot.
     unreplied: BTreeMap<u64, usize>,
+    /// The slots (by order) of the executions a new view's cut left to decide with its
+    /// NEW-VIEW slot: checkpoints at or above them wait for that decision.
+    cut_slots: BTreeMap<u64, u64>,
     replies: BTreeMap<ClientId, Reply>,
     /// Our warranted messages by warrant counter, and our COMMITs' counters by slot.
     sent: BTreeMap<u64, FromPeer>,
@@ -309,6 +312,7 @@ impl ReplicaCore {
             checkpoint_due: VecDeque::new(),
             awaiting: BTreeMap::new(),
             unreplied: BTreeMap::new(),
+            cut_slots: BTreeMap::new(),
             replies: BTreeMap::new(),
             sent: BTreeMap::new(),
             sent_for: BTreeMap::new(),
@@ -448,7 +452,11 @@ impl ReplicaCore {
         let prefix = self.history.chain;
         let mine = self.order(&prepare);
         self.passed(slot);
-        if !mine.is_empty() {
+        if mine.is_empty() {
+            // Peers' COMMITs for a slot without work for our group (a Byzantine peer's) must not
+            // leave an agreement open forever: it would hold back our checkpoints.
+            self.agreements.remove(&slot);
+        } else {
             self.agree(slot, digest, prefix, Some(prepare), mine);
         }
     }
@@ -467,8 +475,11 @@ impl ReplicaCore {
     /// agreement up to the slot, and f+1 matching results for every execution decided there.
     fn queue_checkpoints(&mut self) {
         let (agreements, unreplied) = (&self.agreements, &self.unreplied);
+        let cut_from = self.cut_slots.values().min().copied();
         let done = |slot: u64| {
-            agreements.range(..=slot).next().is_none() && unreplied.range(..=slot).next().is_none()
+            agreements.range(..=slot).next().is_none()
+                && unreplied.range(..=slot).next().is_none()
+                && cut_from.is_none_or(|from| from > slot)
         };
         while let Some(point) = self.checkpoints.due(done) {
             self.checkpoint_due.push_back(point);
@@ -867,8 +878,10 @@ impl ReplicaCore {
         if executions.is_empty() {
             return self.next_warrant();
         }
-        *self.unreplied.entry(slot).or_default() += executions.len();
         for e in &executions {
+            // A new view's cut decides executions of earlier slots with its NEW-VIEW slot.
+            let slot = self.cut_slots.remove(&e.order).unwrap_or(slot);
+            *self.unreplied.entry(slot).or_default() += 1;
             self.awaiting.insert(
                 e.order,
                 Awaiting {
@@ -1151,6 +1164,9 @@ impl ReplicaCore {
         if cut.low.slot > self.checkpoints.stable().slot {
             self.checkpoints.install(cut.low.clone());
         }
+        // Snapshots of the old history must not become our CHECKPOINTs.
+        self.checkpoints.restart();
+        self.cut_slots.clear();
         let start = self.checkpoints.stable().clone();
         if let Some(proof) = &start.proof {
             // The high watermark counts our own CHECKPOINTs: vouch for the one we took over.
@@ -1179,6 +1195,7 @@ impl ReplicaCore {
             if let Slot::Prepare(p) = slot {
                 let mine = self.order(p);
                 if self.decided.get(&at) != Some(&p.digest()) {
+                    self.cut_slots.extend(mine.iter().map(|e| (e.order, at)));
                     executions.extend(mine);
                 }
             }
