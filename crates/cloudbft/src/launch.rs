@@ -280,7 +280,10 @@ impl LocalCluster {
         let mut last = None;
         let mut unreachable = 0;
         while Instant::now() < deadline {
-            let orders: Option<Vec<u64>> = dbs.iter().map(|&a| highest_order(a)).collect();
+            let orders: Option<Vec<u64>> = dbs
+                .iter()
+                .map(|&a| node::metrics::highest_order(a))
+                .collect();
             unreachable = if orders.is_some() { 0 } else { unreachable + 1 };
             if unreachable == 3 {
                 tracing::warn!("a database node's metrics endpoint does not answer: not waiting");
@@ -354,19 +357,4 @@ fn wait_port(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A database node's `cloudbft_highest_order`, read from its metrics endpoint.
-fn highest_order(metrics: SocketAddr) -> Option<u64> {
-    use std::io::{Read, Write};
-    let mut stream = TcpStream::connect_timeout(&metrics, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
-        .and_then(|v| v.trim().parse().ok())
 }

@@ -7,12 +7,10 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::{Demo, PgDatabases};
-use dbvote::bank::{Bank, BankOp};
-use dbvote::executor::Executor;
+use common::{balance, db_states, invoke, Demo, PgDatabases};
+use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
-use std::path::Path;
 use std::sync::Arc;
 
 const BRANCHES: u32 = 4;
@@ -31,27 +29,6 @@ async fn driver(demo: &Demo) -> ClientEndpoint {
     )
     .await
     .expect("opening the load driver's client endpoint")
-}
-
-async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
-    let accepted = client
-        .invoke(op.partitions(), op.encode())
-        .await
-        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
-    String::from_utf8(accepted.page).expect("pages are UTF-8")
-}
-
-/// The balance an accepted Balance page shows, in cents.
-fn balance(page: &str) -> u64 {
-    let amount = page
-        .split("id=\"result\">")
-        .nth(1)
-        .and_then(|result| result.split(": ").nth(1))
-        .and_then(|rest| rest.split('<').next())
-        .map(|text| text.trim_end_matches('.').replace('.', ""));
-    amount
-        .and_then(|cents| cents.parse().ok())
-        .unwrap_or_else(|| panic!("no balance in {page}"))
 }
 
 async fn total(client: &ClientEndpoint) -> u64 {
@@ -111,23 +88,6 @@ async fn workload(client: &ClientEndpoint) {
         u64::from(BRANCHES * ACCOUNTS) * INITIAL,
         "money is conserved"
     );
-}
-
-/// Every database node's state digest and highest executed order, after the cluster stopped.
-async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
-    let cluster = Cluster::load(config).unwrap();
-    let mut out = Vec::new();
-    for db in &cluster.config.db_nodes {
-        let executor = Executor::open(&db.database, Bank, cluster.config.partitions)
-            .await
-            .unwrap();
-        out.push((
-            executor.digest().await.unwrap(),
-            executor.progress().await.unwrap().highest_order,
-        ));
-        executor.close().await;
-    }
-    out
 }
 
 fn run(base_port: u16, extra: &[&str]) {

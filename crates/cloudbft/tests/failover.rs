@@ -14,9 +14,8 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::Demo;
-use dbvote::bank::{Bank, BankOp};
-use dbvote::executor::Executor;
+use common::{balance, db_states, invoke, Demo};
+use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
 use std::path::{Path, PathBuf};
@@ -29,22 +28,12 @@ const INITIAL: u64 = 100_000;
 const TASKS: u64 = 6;
 const TRANSFERS: u64 = 40;
 
-async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
-    let accepted = client
-        .invoke(op.partitions(), op.encode())
-        .await
-        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
-    String::from_utf8(accepted.page).expect("pages are UTF-8")
-}
-
-/// The balance an accepted Balance page shows, in cents.
-fn balance(page: &str) -> u64 {
-    page.split("id=\"result\">")
-        .nth(1)
-        .and_then(|result| result.split(": ").nth(1))
-        .and_then(|rest| rest.split('<').next())
-        .and_then(|text| text.trim_end_matches('.').replace('.', "").parse().ok())
-        .unwrap_or_else(|| panic!("no balance in {page}"))
+/// A database node's `cloudbft_highest_order`, from the metrics endpoint its arguments name.
+fn highest_order(args: &[String]) -> Option<u64> {
+    let metrics = args.windows(2).find(|w| w[0] == "--metrics")?[1]
+        .parse()
+        .ok()?;
+    node::metrics::highest_order(metrics)
 }
 
 /// The pid and arguments of the process running `cloudbft <role> --config <config> --id <id>`.
@@ -73,41 +62,6 @@ fn kill(config: &Path, role: &str, id: u32) -> Vec<String> {
     // SAFETY: kill(2) on a process of this test's cluster.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     args
-}
-
-/// A database node's `cloudbft_highest_order`, from the metrics endpoint its arguments name.
-fn highest_order(args: &[String]) -> Option<u64> {
-    use std::io::{Read, Write};
-    let metrics = args
-        .windows(2)
-        .find(|w| w[0] == "--metrics")
-        .map(|w| w[1].clone())?;
-    let mut stream = std::net::TcpStream::connect(metrics).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Every database node's state digest and highest executed order, after the cluster stopped.
-async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
-    let cluster = Cluster::load(config).unwrap();
-    let mut out = Vec::new();
-    for db in &cluster.config.db_nodes {
-        let executor = Executor::open(&db.database, Bank, cluster.config.partitions)
-            .await
-            .unwrap();
-        out.push((
-            executor.digest().await.unwrap(),
-            executor.progress().await.unwrap().highest_order,
-        ));
-        executor.close().await;
-    }
-    out
 }
 
 /// What to do to the cluster once a quarter of the transfers completed; returns a process the

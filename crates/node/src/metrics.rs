@@ -202,3 +202,22 @@ pub async fn serve(
     }
     Ok(())
 }
+
+/// A database node's `cloudbft_highest_order`, read from its metrics endpoint (the launcher
+/// waits on it before a stop, and tests on a restarted node's catching up).
+pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&metrics, std::time::Duration::from_secs(1)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
+        .and_then(|v| v.trim().parse().ok())
+}

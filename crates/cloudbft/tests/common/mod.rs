@@ -2,6 +2,10 @@
 
 #![allow(dead_code)] // Each test binary uses part of it.
 
+use client_plugin::client::ClientEndpoint;
+use dbvote::bank::{Bank, BankOp};
+use dbvote::executor::Executor;
+use proto::config::Cluster;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -162,4 +166,43 @@ impl Drop for PgDatabases {
             }
         }
     }
+}
+
+/// Runs a bank operation through the client library and returns the accepted page.
+pub async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
+    let accepted = client
+        .invoke(op.partitions(), op.encode())
+        .await
+        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    String::from_utf8(accepted.page).expect("pages are UTF-8")
+}
+
+/// The balance an accepted Balance page shows, in cents.
+pub fn balance(page: &str) -> u64 {
+    let amount = page
+        .split("id=\"result\">")
+        .nth(1)
+        .and_then(|result| result.split(": ").nth(1))
+        .and_then(|rest| rest.split('<').next())
+        .map(|text| text.trim_end_matches('.').replace('.', ""));
+    amount
+        .and_then(|cents| cents.parse().ok())
+        .unwrap_or_else(|| panic!("no balance in {page}"))
+}
+
+/// Every database node's state digest and highest executed order, after the cluster stopped.
+pub async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
+    let cluster = Cluster::load(config).unwrap();
+    let mut out = Vec::new();
+    for db in &cluster.config.db_nodes {
+        let executor = Executor::open(&db.database, Bank, cluster.config.partitions)
+            .await
+            .unwrap();
+        out.push((
+            executor.digest().await.unwrap(),
+            executor.progress().await.unwrap().highest_order,
+        ));
+        executor.close().await;
+    }
+    out
 }
