@@ -95,7 +95,8 @@ impl Checkpoints {
     /// A replica's CHECKPOINT (warrant checked by the caller). Returns the newly stable slot.
     pub fn vote(&mut self, checkpoint: Checkpoint) -> Option<u64> {
         let slot = checkpoint.slot;
-        let horizon = self.snapshots.keys().next_back().copied().unwrap_or(0) + VOTE_HORIZON;
+        let reached = self.snapshots.keys().next_back().copied();
+        let horizon = reached.unwrap_or(0).max(self.stable.slot) + VOTE_HORIZON;
         if slot <= self.stable.slot || slot > horizon || slot % CHECKPOINT_INTERVAL != 0 {
             return None;
         }
@@ -182,5 +183,62 @@ impl Checkpoints {
     /// Entries kept (snapshots, vote points, our CHECKPOINTs): bounded by a few intervals.
     pub fn retained(&self) -> usize {
         self.snapshots.len() + self.votes.len() + self.own.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::testing::{usig, TestCluster};
+    use usig::Usig;
+
+    fn vote(replica: u32, slot: u64, chain: MessageDigest, book: MessageDigest) -> Checkpoint {
+        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book);
+        Checkpoint {
+            replica: NodeId(replica),
+            slot,
+            chain,
+            book,
+            ui: usig(NodeId(replica)).create_ui(&bytes).unwrap(),
+        }
+    }
+
+    #[test]
+    fn f_plus_one_from_every_group_make_a_checkpoint_stable_even_before_we_reach_it() {
+        let cluster = Arc::new(TestCluster::new(1, 2, 4, 2).cluster);
+        let book = OrderBook::new(&cluster);
+        let chain = MessageDigest::of(b"history");
+        let mut cp = Checkpoints::new(cluster.clone());
+        for k in 1..=6 {
+            let slot = k * CHECKPOINT_INTERVAL;
+            // Votes arrive before our history reaches the slot; a group short of f+1 (or a
+            // vote for another history) is not enough.
+            for replica in [101, 102, 201] {
+                assert_eq!(cp.vote(vote(replica, slot, chain, book.digest())), None);
+            }
+            let other = MessageDigest::of(b"another history");
+            assert_eq!(cp.vote(vote(202, slot, other, book.digest())), None);
+            assert_eq!(cp.passed(slot, chain, &book), None);
+            assert_eq!(cp.vote(vote(203, slot, chain, book.digest())), Some(slot));
+            assert_eq!(cp.stable().slot, slot);
+            assert!(cp.retained() <= 2, "kept {}", cp.retained());
+        }
+        // Far-future votes are not kept.
+        let far = 20 * CHECKPOINT_INTERVAL;
+        cp.vote(vote(101, far, chain, book.digest()));
+        assert_eq!(cp.retained(), 0);
+    }
+
+    #[test]
+    fn the_high_watermark_waits_for_our_checkpoint_two_intervals_below() {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 1).cluster);
+        let mut cp = Checkpoints::new(cluster);
+        let k = CHECKPOINT_INTERVAL;
+        assert!(cp.may_commit(2 * k));
+        assert!(!cp.may_commit(2 * k + 1));
+        let book = MessageDigest::of(b"book");
+        cp.warranted(&vote(101, k, MessageDigest::of(b"h"), book));
+        assert!(cp.may_commit(3 * k));
+        assert!(!cp.may_commit(3 * k + 1));
     }
 }
