@@ -17,6 +17,6 @@ pub use message::{
     Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };
 pub use view::{
-    Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange, ViewChangeBody,
-    Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    Anchor, Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
+    ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };
