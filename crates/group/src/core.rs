@@ -286,6 +286,15 @@ impl ReplicaCore {
         let group = GroupId(cluster.config.replicas.iter().find(|r| r.id == me.0)?.group);
         let directory = cluster.directory.clone();
         let checkpoints = Checkpoints::new(cluster.clone(), me, group);
+        let mut primaries = OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW);
+        let mut peers = OrderedVerifier::new(directory, DEFAULT_WINDOW);
+        // Configured epochs are the only ones followed (docs/protocol.md, "Replica recovery").
+        for p in &cluster.config.primaries {
+            pin_epoch(&cluster, &mut primaries, NodeId(p.id));
+        }
+        for r in cluster.members(group) {
+            pin_epoch(&cluster, &mut peers, NodeId(r.id));
+        }
         Some(ReplicaCore {
             book: OrderBook::new(&cluster),
             history: History {
@@ -308,8 +317,8 @@ impl ReplicaCore {
             changing_since: 0,
             consecutive_changes: 0,
             timeout: timeout.max(1),
-            primaries: OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW),
-            peers: OrderedVerifier::new(directory, DEFAULT_WINDOW),
+            primaries,
+            peers,
             decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
             to_warrant: VecDeque::new(),
@@ -1366,6 +1375,15 @@ impl ReplicaCore {
 
     fn usig(&self, node: NodeId) -> Result<UsigId, Reject> {
         self.cluster.usig_of(node).ok_or(Reject::BadSignature)
+    }
+}
+
+/// Makes `verifier` follow only the configured USIG epoch of `node`, if the configuration
+/// names one.
+fn pin_epoch<T>(cluster: &Cluster, verifier: &mut OrderedVerifier<T>, node: NodeId) {
+    if let (Some(usig), Some(epoch)) = (cluster.usig_of(node), cluster.usig_epoch_of(node)) {
+        // A fresh verifier follows any epoch.
+        let _ = verifier.begin_epoch(usig, epoch);
     }
 }
 

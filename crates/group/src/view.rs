@@ -167,6 +167,9 @@ impl Checker {
         let dir = &cluster.directory;
         dir.verify_ui(usig, &vc.own_warranted_bytes(), &vc.ui)
             .map_err(|_| Invalid::Warrant)?;
+        if !in_configured_epoch(&cluster, vc.replica, &vc.ui) {
+            return Err(Invalid::Warrant);
+        }
         let low = match &vc.body.checkpoint {
             None => Low::start(&cluster),
             Some(proof) => stable(&cluster, proof)?,
@@ -241,6 +244,9 @@ impl Checker {
             }
             dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
                 .map_err(|_| Invalid::Prepare)?;
+            if !in_configured_epoch(&cluster, primary, &p.ui) {
+                return Err(Invalid::Prepare);
+            }
             slots.resize(index - 1, Slot::Null);
             slots.push(Slot::Prepare(p.clone()));
         }
@@ -286,6 +292,9 @@ impl Checker {
             .directory
             .verify_ui(usig, &nv.own_warranted_bytes(), &nv.ui)
             .map_err(|_| Invalid::Warrant)?;
+        if !in_configured_epoch(&cluster, nv.primary, &nv.ui) {
+            return Err(Invalid::Warrant);
+        }
         let mut senders = BTreeSet::new();
         let mut per_group: BTreeMap<u32, usize> = BTreeMap::new();
         let mut shown = Vec::new();
@@ -358,6 +367,14 @@ fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
         chain: chain_at,
         proof: Some(proof.clone()),
     })
+}
+
+/// Whether a warrant of `node` is of the USIG epoch the configuration pins (if it pins one):
+/// a node that rebooted into another epoch must not show one history in each.
+fn in_configured_epoch(cluster: &Cluster, node: NodeId, ui: &usig::UniqueWarrant) -> bool {
+    cluster
+        .usig_epoch_of(node)
+        .is_none_or(|epoch| ui.epoch == epoch)
 }
 
 /// Checks that f+1 members of the sender's group report `c` as its first CHECKPOINT at its
@@ -569,6 +586,20 @@ mod tests {
         let vc = view_change(&mut who, 101, 0, all, vec![shown]);
         let checked = Checker::new(cluster).view_change(&vc);
         assert_eq!(checked.err(), Some(Invalid::LogGap));
+    }
+
+    /// A member whose TPM rebooted warrants in a new epoch from counter 1: its VIEW-CHANGE would
+    /// look complete but could leave out everything of its configured epoch, so it is refused.
+    #[test]
+    fn a_view_change_in_another_usig_epoch_than_configured_is_refused() {
+        let cluster = cluster();
+        let mut rebooted = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
+        let vc = view_change(&mut rebooted, 101, 0, Vec::new(), Vec::new());
+        let checked = Checker::new(cluster.clone()).view_change(&vc);
+        assert_eq!(checked.err(), Some(Invalid::Warrant));
+        // The same in the configured epoch is fine.
+        let vc = view_change(&mut usig(NodeId(101)), 101, 0, Vec::new(), Vec::new());
+        assert!(Checker::new(cluster).view_change(&vc).is_ok());
     }
 
     #[test]
