@@ -10,7 +10,7 @@
 //! State transfer (docs/state-transfer.md) lives in [`transfer`]: a node that stalls asks the
 //! others for their state after an order, and a node asked sets a barrier there.
 
-mod transfer;
+pub mod transfer;
 
 use proto::config::Cluster;
 use proto::{

@@ -35,6 +35,7 @@ macro_rules! every_scenario {
             refuses_foreign_database,
             batches_chain_and_are_atomic,
             tampered_transfer_is_refused,
+            byzantine_sender_is_detected_and_another_sender_used,
         );
     };
 }

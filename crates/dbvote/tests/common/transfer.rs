@@ -130,3 +130,147 @@ pub async fn tampered_transfer_is_refused(kind: Kind) {
     a.close().await;
     b.close().await;
 }
+
+/// The voter and a real database together: a node behind asks for the state, the designated
+/// sender (Byzantine) streams rows with one balance changed, the executor refuses them against
+/// the digest the two other nodes signed, the voter asks again naming the other sender, and the
+/// genuine rows install.
+pub async fn byzantine_sender_is_detected_and_another_sender_used(kind: Kind) {
+    use dbvote::voter::{transfer::STALL_TICKS, VoterAction, VoterCore};
+    use proto::testing::{client_key, node_key, TestCluster};
+    use proto::{ClientId, CommitDb, DbCheckpoint, GroupId, Message, NodeId, Request};
+    use proto::{Signature, StateChunk};
+    use std::sync::Arc;
+
+    // The state after order 6 at a correct node: six accounts opened on partition 0.
+    let ops: Vec<BankOp> = (0..6)
+        .map(|number| BankOp::Open {
+            branch: 0,
+            number,
+            initial_cents: 100,
+        })
+        .collect();
+    let mut sequencer = Sequencer::new(PARTITIONS);
+    let executions: Vec<Execution> = ops.iter().map(|op| sequencer.bank(op)).collect();
+    let (_a, a) = ran(kind, &executions, 6).await;
+    let (parts, digest) = stream(a.snapshot().await.unwrap()).await;
+
+    // Node 11 is empty; it decided order 6 (the sixth account) and cannot run it.
+    let (_b, b) = ran(kind, &executions, 0).await;
+    let cluster = Arc::new(TestCluster::new(1, 1, PARTITIONS, 1).cluster);
+    let rule = Arc::new(dbvote::AppRule(Bank));
+    let mut voter = VoterCore::new(cluster, rule, node_key(NodeId(11)), NodeId(11), vec![0; 3]);
+    let sixth = &ops[5];
+    let request = Request::signed(
+        ClientId(1),
+        1,
+        sixth.partitions(),
+        sixth.encode(),
+        &client_key(ClientId(1)),
+    );
+    for replica in [101, 102] {
+        let commit_db = CommitDb {
+            config_epoch: voter_epoch(),
+            group: GroupId(0),
+            replica: NodeId(replica),
+            executions: vec![proto::Execution {
+                order: 6,
+                positions: vec![(0, 6)],
+                request: request.clone(),
+            }],
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(NodeId(replica)));
+        let (actions, malformed) = voter.on_commit_db(&commit_db).unwrap();
+        assert!(actions.is_empty() && malformed == 0, "{actions:?}");
+    }
+    let mut asked = Vec::new();
+    for _ in 0..STALL_TICKS * 4 {
+        let new: Vec<_> = voter
+            .tick()
+            .into_iter()
+            .filter_map(|a| match a {
+                VoterAction::ToDbNodes { message, .. } => match *message {
+                    Message::StateRequest(r) => Some(r),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let Some(request) = new.last().cloned() else {
+            continue;
+        };
+        asked.extend(new);
+        let sender = request.sender;
+        let target = request.target_order;
+        assert_eq!(target, 6, "the highest order it saw decided");
+        // Node 12 is Byzantine: it changes a balance in the rows it streams; node 13 is not.
+        let mut rows = parts.clone();
+        if sender == NodeId(12) {
+            rows[0].rows[0][2] = Value::Int(1_000_000);
+        }
+        // Both sign the true digest.
+        let mut actions = Vec::new();
+        let count = rows.len();
+        for (index, part) in rows.into_iter().enumerate() {
+            let chunk = StateChunk {
+                db_node: sender,
+                order: target,
+                index: index as u32,
+                last: index + 1 == count,
+                rows: part,
+                signature: Signature([0; 64]),
+            }
+            .sign(&node_key(sender));
+            actions.extend(voter.on_state_chunk(chunk).unwrap());
+        }
+        for signer in [12, 13] {
+            let checkpoint = DbCheckpoint {
+                db_node: NodeId(signer),
+                target,
+                order: target,
+                digest: Some(digest),
+                signature: Signature([0; 64]),
+            }
+            .sign(&node_key(NodeId(signer)));
+            actions.extend(voter.on_db_checkpoint(&checkpoint).unwrap());
+        }
+        let [VoterAction::Install {
+            order,
+            digest: agreed,
+            parts,
+        }] = actions.as_slice()
+        else {
+            panic!("{actions:?}");
+        };
+        assert_eq!((*order, *agreed), (6, digest));
+        match b.install(*order, *agreed, parts).await {
+            Err(DbError::StateMismatch { .. }) => {
+                assert_eq!(sender, NodeId(12), "only the tampered rows are refused");
+                assert_eq!(b.progress().await.unwrap().transferred_through, 0);
+                assert!(voter.install_failed(6).is_empty());
+            }
+            Ok(progress) => {
+                assert_eq!(sender, NodeId(13));
+                let last_seq = progress.iter().map(|p| p.last_seq).collect();
+                voter.installed(6, last_seq);
+                assert_eq!(voter.transferring(), None);
+                assert_eq!(b.digest().await.unwrap(), digest);
+                assert_eq!(b.progress().await.unwrap().transferred_through, 6);
+                let senders: Vec<NodeId> = asked.iter().map(|r| r.sender).collect();
+                assert_eq!(senders, [NodeId(12), NodeId(13)], "refused, then the other");
+                a.close().await;
+                b.close().await;
+                return;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    panic!("no transfer installed; requests: {asked:?}");
+}
+
+fn voter_epoch() -> proto::ConfigEpoch {
+    proto::testing::TestCluster::new(1, 1, PARTITIONS, 1)
+        .cluster
+        .epoch()
+}
