@@ -14,12 +14,12 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::{balance, db_states, invoke, Demo};
+use common::{balance, db_states, highest_order, invoke, kill, node_process, restart, Demo};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,42 +27,6 @@ const BRANCHES: u32 = 4;
 const INITIAL: u64 = 100_000;
 const TASKS: u64 = 6;
 const TRANSFERS: u64 = 40;
-
-/// A database node's `cloudbft_highest_order`, from the metrics endpoint its arguments name.
-fn highest_order(args: &[String]) -> Option<u64> {
-    let metrics = args.windows(2).find(|w| w[0] == "--metrics")?[1]
-        .parse()
-        .ok()?;
-    node::metrics::highest_order(metrics)
-}
-
-/// The pid and arguments of the process running `cloudbft <role> --config <config> --id <id>`.
-fn node_process(config: &Path, role: &str, id: u32) -> Option<(i32, Vec<String>)> {
-    let config = config.display().to_string();
-    let id = id.to_string();
-    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
-        let entry = entry.ok()?;
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        let args: Vec<String> = cmdline
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let has = |pair: [&str; 2]| args.windows(2).any(|w| w[0] == pair[0] && w[1] == pair[1]);
-        let is_role = args.get(1).is_some_and(|a| a == role);
-        (is_role && has(["--config", &config]) && has(["--id", &id])).then_some((pid, args))
-    })
-}
-
-/// Kills `cloudbft <role> ... --id <id>` with SIGKILL and returns its arguments.
-fn kill(config: &Path, role: &str, id: u32) -> Vec<String> {
-    let (pid, args) =
-        node_process(config, role, id).unwrap_or_else(|| panic!("{role} {id} is not running"));
-    // SAFETY: kill(2) on a process of this test's cluster.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    args
-}
 
 /// What to do to the cluster once a quarter of the transfers completed; returns a process the
 /// test restarted itself (the demo does not manage it) and its arguments.
@@ -219,15 +183,7 @@ fn a_database_node_killed_and_restarted_under_load_catches_up() {
         Box::new(|config| {
             let args = kill(config, "dbnode", 12);
             std::thread::sleep(Duration::from_secs(1));
-            let log = PathBuf::from(config.parent().unwrap()).join("logs/dbnode-12-restarted.log");
-            let log = std::fs::File::create(log).unwrap();
-            let child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
-                .args(&args[1..])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("restarting the database node");
+            let child = restart(config, &args, "dbnode-12-restarted");
             Some((child, args))
         }),
     );

@@ -1,7 +1,8 @@
 //! The executor's own tables, written in the same transaction as each operation.
 //!
 //! - `cloudbft_meta (name, value)`: the application name and partition count the database was
-//!   created for, so a node cannot be pointed at another node's or application's database;
+//!   created for, so a node cannot be pointed at another node's or application's database, and
+//!   after a state transfer the order it transferred up to (`transferred_through`);
 //! - `cloudbft_progress (partition_id, last_seq, last_order)`: per partition, the sequence number
 //!   and order id of the last executed operation. Its rows are also the partition locks: an
 //!   execution locks the rows of its partitions (SQLite: the database write lock; PostgreSQL:
@@ -38,6 +39,10 @@ pub(crate) fn schema(backend: Backend) -> Vec<String> {
 pub(crate) const INSERT_META: &str =
     "INSERT INTO cloudbft_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
 pub(crate) const SELECT_META: &str = "SELECT value FROM cloudbft_meta WHERE name = $1";
+pub(crate) const UPSERT_META: &str = "INSERT INTO cloudbft_meta (name, value) VALUES ($1, $2) \
+     ON CONFLICT (name) DO UPDATE SET value = excluded.value";
+/// The `cloudbft_meta` entry naming the order up to which the state arrived by state transfer.
+pub(crate) const TRANSFERRED: &str = "transferred_through";
 pub(crate) const INSERT_PARTITION: &str =
     "INSERT INTO cloudbft_progress (partition_id, last_seq, last_order) VALUES ($1, 0, 0) \
      ON CONFLICT (partition_id) DO NOTHING";
@@ -48,6 +53,11 @@ pub(crate) const INSERT_RESULT: &str =
     "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, result) \
      VALUES ($1, $2, $3, $4)";
 pub(crate) const HIGHEST_ORDER: &str = "SELECT COALESCE(MAX(order_id), 0) FROM cloudbft_results";
+pub(crate) const HAS_RESULT: &str = "SELECT COUNT(*) FROM cloudbft_results WHERE order_id = $1";
+/// The lowest stored order above `$1` whose successor is not stored.
+pub(crate) const END_OF_RUN: &str = "SELECT COALESCE(MIN(r.order_id), 0) FROM cloudbft_results r \
+     WHERE r.order_id > $1 AND NOT EXISTS \
+     (SELECT 1 FROM cloudbft_results s WHERE s.order_id = r.order_id + 1)";
 
 pub(crate) const SELECT_ALL_PROGRESS: &str =
     "SELECT partition_id, last_seq, last_order FROM cloudbft_progress ORDER BY partition_id";

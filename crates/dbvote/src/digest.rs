@@ -24,6 +24,7 @@
 //! columns (PostgreSQL sorts text by the database's locale, SQLite by bytes).
 
 use futures_util::TryStreamExt;
+use proto::Value;
 use ring::digest::{Context, SHA256};
 use sqlx::any::AnyTypeInfoKind;
 use sqlx::{AnyConnection, AssertSqlSafe, Column, Row, ValueRef};
@@ -62,37 +63,73 @@ pub(crate) async fn state_digest(
     conn: &mut AnyConnection,
     tables: &[(&'static str, &'static str)],
 ) -> Result<[u8; 32], sqlx::Error> {
-    let mut hash = Context::new(&SHA256);
-    hash.update(b"cloudbft-dbvote state digest v1");
+    let mut digest = Digest::new();
     for (table, order_by) in tables {
-        put_bytes(&mut hash, table.as_bytes());
+        digest.table(table);
         let sql = format!("SELECT * FROM {table} ORDER BY {order_by}");
         let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *conn);
-        let mut count: u64 = 0;
         while let Some(row) = rows.try_next().await? {
-            hash.update(b"R");
-            let columns = row.columns();
-            hash.update(
-                &u32::try_from(columns.len())
-                    .unwrap_or(u32::MAX)
-                    .to_be_bytes(),
-            );
-            if count == 0 {
-                for column in columns {
-                    put_bytes(&mut hash, column.name().as_bytes());
-                }
-            }
-            for index in 0..columns.len() {
-                put_value(&mut hash, &row, index)?;
-            }
-            count += 1;
+            let (columns, values) = row_values(&row)?;
+            digest.row(&columns, &values);
         }
-        hash.update(b"E");
-        hash.update(&count.to_be_bytes());
     }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(hash.finish().as_ref());
-    Ok(out)
+    Ok(digest.finish())
+}
+
+/// The digest computed incrementally, table by table and row by row in key order (the state
+/// transfer hashes the rows it streams with it, so that what it sends is what it signs).
+pub(crate) struct Digest {
+    hash: Context,
+    /// Rows of the current table so far (`None` before the first table).
+    count: Option<u64>,
+}
+
+impl Digest {
+    pub(crate) fn new() -> Digest {
+        let mut hash = Context::new(&SHA256);
+        hash.update(b"cloudbft-dbvote state digest v1");
+        Digest { hash, count: None }
+    }
+
+    /// Starts the next table.
+    pub(crate) fn table(&mut self, name: &str) {
+        self.end_table();
+        put_bytes(&mut self.hash, name.as_bytes());
+        self.count = Some(0);
+    }
+
+    pub(crate) fn row(&mut self, columns: &[String], values: &[Value]) {
+        let count = self.count.get_or_insert(0);
+        self.hash.update(b"R");
+        self.hash.update(
+            &u32::try_from(values.len())
+                .unwrap_or(u32::MAX)
+                .to_be_bytes(),
+        );
+        if *count == 0 {
+            for column in columns {
+                put_bytes(&mut self.hash, column.as_bytes());
+            }
+        }
+        for value in values {
+            put_value(&mut self.hash, value);
+        }
+        *count += 1;
+    }
+
+    fn end_table(&mut self) {
+        if let Some(count) = self.count.take() {
+            self.hash.update(b"E");
+            self.hash.update(&count.to_be_bytes());
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> [u8; 32] {
+        self.end_table();
+        let mut out = [0u8; 32];
+        out.copy_from_slice(self.hash.finish().as_ref());
+        out
+    }
 }
 
 fn put_bytes(hash: &mut Context, bytes: &[u8]) {
@@ -100,35 +137,58 @@ fn put_bytes(hash: &mut Context, bytes: &[u8]) {
     hash.update(bytes);
 }
 
-fn put_value(hash: &mut Context, row: &sqlx::any::AnyRow, index: usize) -> Result<(), sqlx::Error> {
+fn put_value(hash: &mut Context, value: &Value) {
+    match value {
+        Value::Null => hash.update(&[0]),
+        Value::Bool(b) => {
+            hash.update(&[1]);
+            hash.update(&i64::from(*b).to_be_bytes());
+        }
+        Value::Int(i) => {
+            hash.update(&[1]);
+            hash.update(&i.to_be_bytes());
+        }
+        Value::Real(bits) => {
+            hash.update(&[2]);
+            hash.update(&bits.to_be_bytes());
+        }
+        Value::Text(text) => {
+            hash.update(&[3]);
+            put_bytes(hash, text.as_bytes());
+        }
+        Value::Bytes(bytes) => {
+            hash.update(&[4]);
+            put_bytes(hash, bytes);
+        }
+    }
+}
+
+/// A row's column names and values, in the backend-independent types the digest covers.
+pub(crate) fn row_values(
+    row: &sqlx::any::AnyRow,
+) -> Result<(Vec<String>, Vec<Value>), sqlx::Error> {
+    let columns = row.columns().iter().map(|c| c.name().to_owned()).collect();
+    let values = (0..row.columns().len())
+        .map(|index| value(row, index))
+        .collect::<Result<_, _>>()?;
+    Ok((columns, values))
+}
+
+fn value(row: &sqlx::any::AnyRow, index: usize) -> Result<Value, sqlx::Error> {
     let raw = row.try_get_raw(index)?;
     if raw.is_null() {
-        hash.update(&[0]);
-        return Ok(());
+        return Ok(Value::Null);
     }
-    let kind = raw.type_info().kind();
-    match kind {
-        AnyTypeInfoKind::Null => hash.update(&[0]),
-        AnyTypeInfoKind::Bool => {
-            hash.update(&[1]);
-            hash.update(&i64::from(row.try_get::<bool, _>(index)?).to_be_bytes());
-        }
+    Ok(match raw.type_info().kind() {
+        AnyTypeInfoKind::Null => Value::Null,
+        AnyTypeInfoKind::Bool => Value::Bool(row.try_get::<bool, _>(index)?),
         AnyTypeInfoKind::SmallInt | AnyTypeInfoKind::Integer | AnyTypeInfoKind::BigInt => {
-            hash.update(&[1]);
-            hash.update(&row.try_get::<i64, _>(index)?.to_be_bytes());
+            Value::Int(row.try_get::<i64, _>(index)?)
         }
         AnyTypeInfoKind::Real | AnyTypeInfoKind::Double => {
-            hash.update(&[2]);
-            hash.update(&row.try_get::<f64, _>(index)?.to_bits().to_be_bytes());
+            Value::Real(row.try_get::<f64, _>(index)?.to_bits())
         }
-        AnyTypeInfoKind::Text => {
-            hash.update(&[3]);
-            put_bytes(hash, row.try_get::<String, _>(index)?.as_bytes());
-        }
-        AnyTypeInfoKind::Blob => {
-            hash.update(&[4]);
-            put_bytes(hash, &row.try_get::<Vec<u8>, _>(index)?);
-        }
-    }
-    Ok(())
+        AnyTypeInfoKind::Text => Value::Text(row.try_get::<String, _>(index)?),
+        AnyTypeInfoKind::Blob => Value::Bytes(row.try_get::<Vec<u8>, _>(index)?),
+    })
 }

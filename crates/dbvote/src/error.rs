@@ -157,6 +157,22 @@ pub enum DbError {
         /// What is wrong.
         reason: String,
     },
+    /// Rows received by state transfer do not hash to the digest f+1 database nodes signed (a
+    /// Byzantine or broken sender). Nothing was installed.
+    #[error("the state transferred for order {order} does not match the digest f+1 database nodes signed; rolled back, the old state is intact (ask another sender)")]
+    StateMismatch {
+        /// The order the state is for.
+        order: u64,
+    },
+    /// Rows received by state transfer cannot be installed (unknown table, bad column names,
+    /// rows that do not fit). Nothing was installed.
+    #[error("the state transferred for order {order} is malformed: {reason}; rolled back, the old state is intact (ask another sender)")]
+    InvalidState {
+        /// The order the state is for.
+        order: u64,
+        /// What is wrong.
+        reason: String,
+    },
     /// A partition named by the progress table is outside the configuration.
     #[error("partition {partition} is outside the configuration of {partitions} partitions")]
     NoSuchPartition {

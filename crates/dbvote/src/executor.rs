@@ -88,6 +88,11 @@ pub struct Progress {
     pub partitions: Vec<PartitionProgress>,
     /// The highest order id executed (0 if none).
     pub highest_order: u64,
+    /// Every order up to this one has executed here (or was transferred): where the voter's
+    /// barriers for state transfer count from.
+    pub executed_through: u64,
+    /// Orders up to this one arrived by state transfer, without stored results (0 if none).
+    pub transferred_through: u64,
 }
 
 impl Progress {
@@ -249,6 +254,11 @@ impl<A: Application> Executor<A> {
         self.inner.partitions
     }
 
+    /// The database URL, password removed (for messages).
+    pub(crate) fn url(&self) -> &str {
+        &self.inner.url
+    }
+
     /// Closes the connections (waits for executions in progress to give theirs back).
     pub async fn close(&self) {
         self.inner.pool.close().await;
@@ -329,12 +339,43 @@ impl<A: Application> Executor<A> {
             .fetch_one(&mut *tx)
             .await
             .map_err(self.sql("reading the highest order"))?;
+        let transferred: Option<String> = sqlx::query_scalar(bk::SELECT_META)
+            .bind(bk::TRANSFERRED)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.sql("reading the transferred order"))?;
+        let transferred: i64 = match transferred {
+            None => 0,
+            Some(text) => text.parse().map_err(|_| DbError::Corrupt {
+                url: self.inner.url.clone(),
+                reason: format!("{} is `{text}`, not an order id", bk::TRANSFERRED),
+            })?,
+        };
+        // The run of stored results right after the transferred orders ends where the first
+        // order is missing (executions of different partitions commit concurrently, so the
+        // highest order may stand behind a gap).
+        let next: i64 = sqlx::query_scalar(bk::HAS_RESULT)
+            .bind(transferred + 1)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.sql("reading the executed orders"))?;
+        let executed = if next == 0 {
+            transferred
+        } else {
+            sqlx::query_scalar(bk::END_OF_RUN)
+                .bind(transferred)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.sql("reading the executed orders"))?
+        };
         tx.rollback()
             .await
             .map_err(self.sql("ending the progress snapshot"))?;
         Ok(Progress {
             partitions,
             highest_order: self.unsigned(highest, "highest order id")?,
+            executed_through: self.unsigned(executed, "executed order id")?,
+            transferred_through: self.unsigned(transferred, "transferred order id")?,
         })
     }
 
@@ -506,9 +547,7 @@ impl<A: Application> Executor<A> {
                 "computing the digest",
             )
             .await?;
-        let mut tables = self.inner.app.state_tables();
-        tables.push(bk::PROGRESS_TABLE);
-        let digest = crate::digest::state_digest(&mut tx, &tables)
+        let digest = crate::digest::state_digest(&mut tx, &self.transferred_tables())
             .await
             .map_err(self.sql("reading the state for the digest"))?;
         tx.rollback()
@@ -640,7 +679,7 @@ impl<A: Application> Executor<A> {
         Ok(progress)
     }
 
-    async fn read_all_progress(
+    pub(crate) async fn read_all_progress(
         &self,
         conn: &mut AnyConnection,
     ) -> Result<Vec<PartitionProgress>, DbError> {
@@ -651,7 +690,10 @@ impl<A: Application> Executor<A> {
         self.progress_rows(&rows)
     }
 
-    fn progress_rows(&self, rows: &[sqlx::any::AnyRow]) -> Result<Vec<PartitionProgress>, DbError> {
+    pub(crate) fn progress_rows(
+        &self,
+        rows: &[sqlx::any::AnyRow],
+    ) -> Result<Vec<PartitionProgress>, DbError> {
         rows.iter()
             .map(|row| {
                 let get = |column: &str| -> Result<i64, DbError> {
@@ -678,14 +720,14 @@ impl<A: Application> Executor<A> {
             .collect()
     }
 
-    async fn lock_writer(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    pub(crate) async fn lock_writer(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         match &self.inner.writer {
             Some(writer) => Some(writer.lock().await),
             None => None,
         }
     }
 
-    async fn begin(
+    pub(crate) async fn begin(
         &self,
         statement: &'static str,
         during: &'static str,
@@ -701,7 +743,7 @@ impl<A: Application> Executor<A> {
             })
     }
 
-    fn sql(&self, during: &'static str) -> impl Fn(sqlx::Error) -> DbError + '_ {
+    pub(crate) fn sql(&self, during: &'static str) -> impl Fn(sqlx::Error) -> DbError + '_ {
         move |source| DbError::Sql {
             url: self.inner.url.clone(),
             during,
@@ -709,7 +751,7 @@ impl<A: Application> Executor<A> {
         }
     }
 
-    fn signed(&self, value: u64, order: u64, what: &str) -> Result<i64, DbError> {
+    pub(crate) fn signed(&self, value: u64, order: u64, what: &str) -> Result<i64, DbError> {
         i64::try_from(value).map_err(|_| DbError::InvalidExecution {
             order,
             reason: format!("{what} {value} does not fit a BIGINT"),

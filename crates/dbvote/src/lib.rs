@@ -19,6 +19,7 @@
 //! - [`noop`]: operations that do no application work, to measure the protocol alone;
 //! - [`executor`]: [`Executor`] over SQLite (embedded default, WAL) or PostgreSQL, via sqlx;
 //! - [`digest`]: the state digest that must be identical on every correct node;
+//! - [`transfer`]: state transfer's snapshot and install (docs/state-transfer.md);
 //! - [`unreplicated`]: the same executor behind a local sequencer, the baseline benchmarks
 //!   compare the replicated system with;
 //! - [`error`]: what can go wrong, and what to do about it.
@@ -32,6 +33,7 @@ pub mod error;
 pub mod executor;
 pub mod noop;
 pub mod testing;
+pub mod transfer;
 pub mod unreplicated;
 pub mod voter;
 

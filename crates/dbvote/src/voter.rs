@@ -2,13 +2,20 @@
 //! decided it sent the same COMMIT-DB, and only when its predecessors on every partition it
 //! holds have executed.
 //!
-//! Inputs: COMMIT-DBs and execution completions. Outputs: [`VoterAction`]s. The executor below
-//! it makes execution exactly once, so asking it to execute an order that already ran just
-//! returns the stored result (how retransmitted COMMIT-DBs get their answer again).
+//! Inputs: COMMIT-DBs, execution completions, timer ticks and the state-transfer messages of
+//! other database nodes. Outputs: [`VoterAction`]s. The executor below it makes execution
+//! exactly once, so asking it to execute an order that already ran just returns the stored
+//! result (how retransmitted COMMIT-DBs get their answer again).
+//!
+//! State transfer (docs/state-transfer.md) lives in [`transfer`]: a node that stalls asks the
+//! others for their state after an order, and a node asked sets a barrier there.
+
+pub mod transfer;
 
 use proto::config::Cluster;
 use proto::{
-    CommitDb, Execution, GroupId, NodeId, PartitionRule, ReplyCommitDb, Signature, SigningKey,
+    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, Signature,
+    SigningKey, TableRows,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +34,29 @@ pub enum VoterAction {
         group: GroupId,
         reply: ReplyCommitDb,
     },
+    /// Send to these database nodes (a STATE-REQUEST, or a DB-CHECKPOINT saying this node is
+    /// past the requested order).
+    ToDbNodes {
+        to: Vec<NodeId>,
+        message: Box<Message>,
+    },
+    /// Every order up to `order` has executed and nothing later was released: open a read
+    /// snapshot now and call [`VoterCore::snapshot_pinned`] once it is pinned (executions stay
+    /// held until then). Then send a signed DB-CHECKPOINT with its digest to `answer`, and
+    /// stream its rows to `stream`.
+    Snapshot {
+        order: u64,
+        answer: Vec<NodeId>,
+        stream: Vec<NodeId>,
+    },
+    /// Install these rows in one transaction if they hash to `digest` (f+1 other database
+    /// nodes signed it), then call [`VoterCore::installed`] or [`VoterCore::install_failed`].
+    /// Nothing runs meanwhile.
+    Install {
+        order: u64,
+        digest: [u8; 32],
+        parts: Vec<TableRows>,
+    },
 }
 
 /// Why a COMMIT-DB, or one of its executions, was dropped (counted by the driver).
@@ -37,8 +67,17 @@ pub enum VoterReject {
     /// For another configuration epoch.
     WrongEpoch,
     /// Positions that do not fit the request, or a request no correct replica would have
-    /// ordered (bad client signature, untruthful partitions).
+    /// ordered (bad client signature, untruthful partitions); or a state-transfer message whose
+    /// fields contradict each other.
     Malformed,
+    /// A state-transfer message for a transfer that is not (or no longer) going on here, or
+    /// from a node that is not its designated sender.
+    Stale,
+    /// A STATE-REQUEST sooner after the last snapshot served to that node than the rate limit
+    /// allows.
+    RateLimited,
+    /// A state transfer that would exceed the bytes a node buffers.
+    Oversized,
 }
 
 #[derive(Default)]
@@ -73,6 +112,8 @@ pub struct VoterCore {
     lookups: BTreeMap<u64, GroupId>,
     /// The last [`KEEP_RESULTS`] results, by order.
     recent: BTreeMap<u64, Vec<u8>>,
+    /// Everything state transfer needs to know.
+    st: transfer::State,
 }
 
 impl VoterCore {
@@ -96,7 +137,28 @@ impl VoterCore {
             running: BTreeSet::new(),
             lookups: BTreeMap::new(),
             recent: BTreeMap::new(),
+            st: transfer::State::default(),
         }
+    }
+
+    /// Where the executor stands beyond the per-partition progress (see
+    /// [`crate::Progress`]): every order up to `executed_through` executed, `highest` the
+    /// highest executed, orders up to `transferred_through` transferred without results.
+    pub fn resume(mut self, executed_through: u64, highest: u64, transferred_through: u64) -> Self {
+        let start = &self.cluster.config.epoch_start;
+        // Orders up to the epoch's start that this node has not executed were dropped
+        // everywhere (docs/protocol.md, "Configuration epochs"), unless this node is behind
+        // the start on some partition (then it needs a state transfer).
+        let at_start = start
+            .positions
+            .iter()
+            .zip(&self.last_seq)
+            .all(|(start, last)| last >= start);
+        let floor = if at_start { start.order } else { 0 };
+        self.st.executed_through = executed_through.max(floor);
+        self.st.max_released = highest.max(self.st.executed_through);
+        self.st.transferred_through = transferred_through;
+        self
     }
 
     /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
@@ -128,6 +190,12 @@ impl VoterCore {
                 continue;
             }
             if self.decided.contains_key(&execution.order) {
+                continue;
+            }
+            if execution.order <= self.st.transferred_through {
+                // Arrived by state transfer: no stored result to answer with, and it must not
+                // run again.
+                self.st.transferred_skips += 1;
                 continue;
             }
             let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
@@ -191,6 +259,7 @@ impl VoterCore {
                     *last = (*last).max(s);
                 }
             }
+            self.st.executed(order);
             Some(group)
         } else {
             self.lookups.remove(&order)
@@ -227,7 +296,11 @@ impl VoterCore {
         let mut chains: BTreeMap<u32, Vec<Execution>> = BTreeMap::new();
         let busy = |v: &Self, p: u32| v.released[p as usize] > v.last_seq[p as usize];
         let mut released = Vec::new();
+        let hold = self.st.hold();
         for (order, (_, execution)) in &self.decided {
+            if hold.is_some_and(|h| *order > h) {
+                break;
+            }
             if self.running.contains(order) {
                 continue;
             }
@@ -258,8 +331,12 @@ impl VoterCore {
                 }
             }
         }
+        if let Some(&last) = released.iter().max() {
+            self.st.max_released = self.st.max_released.max(last);
+        }
         self.running.extend(released);
         actions.extend(chains.into_values().map(VoterAction::Execute));
+        actions.extend(self.after_schedule());
         actions
     }
 
@@ -295,12 +372,12 @@ impl VoterCore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proto::testing::{node_key, request, BytesArePartitions, TestCluster};
 
     /// Group 0 of a one-group cluster with two partitions; database node 11 votes.
-    fn voter() -> VoterCore {
+    pub(in crate::voter) fn voter() -> VoterCore {
         let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
         VoterCore::new(
             cluster,
@@ -312,7 +389,10 @@ mod tests {
     }
 
     /// Executions as f+1 = 2 members of group 0 send them.
-    fn decide(voter: &mut VoterCore, executions: &[Execution]) -> Vec<VoterAction> {
+    pub(in crate::voter) fn decide(
+        voter: &mut VoterCore,
+        executions: &[Execution],
+    ) -> Vec<VoterAction> {
         let mut actions = Vec::new();
         for replica in [101, 102] {
             let commit_db = CommitDb {
@@ -330,7 +410,11 @@ mod tests {
         actions
     }
 
-    fn execution(order: u64, positions: &[(u32, u64)], partitions: &[u8]) -> Execution {
+    pub(in crate::voter) fn execution(
+        order: u64,
+        positions: &[(u32, u64)],
+        partitions: &[u8],
+    ) -> Execution {
         Execution {
             order,
             positions: positions.to_vec(),
@@ -338,12 +422,12 @@ mod tests {
         }
     }
 
-    fn batches(actions: &[VoterAction]) -> Vec<Vec<u64>> {
+    pub(in crate::voter) fn batches(actions: &[VoterAction]) -> Vec<Vec<u64>> {
         actions
             .iter()
             .filter_map(|a| match a {
                 VoterAction::Execute(batch) => Some(batch.iter().map(|e| e.order).collect()),
-                VoterAction::Reply { .. } => None,
+                _ => None,
             })
             .collect()
     }
@@ -385,7 +469,7 @@ mod tests {
                     VoterAction::Reply { reply, .. } => {
                         Some(reply.results.iter().map(|r| r.0).collect())
                     }
-                    VoterAction::Execute(_) => None,
+                    _ => None,
                 })
                 .collect()
         };

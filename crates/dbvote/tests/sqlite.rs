@@ -8,6 +8,11 @@ use common::{every_scenario, scenarios, Kind};
 every_scenario!(Kind::Sqlite);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transfer_round_trip() {
+    scenarios::transfer_round_trip(Kind::Sqlite, Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_then_reopen() {
     scenarios::sigkill_then_reopen(Kind::Sqlite, "sigkill_then_reopen").await;
 }

@@ -1,15 +1,21 @@
 //! The database node's driver: the voter decides, the executor runs decided operations on the
 //! node's own database (concurrently across partitions, as the voter releases them), and the
 //! results go back to the deciding group as REPLY-COMMIT-DBs.
+//!
+//! Database nodes also talk to each other for state transfer (docs/state-transfer.md): the
+//! voter says when to ask, when to take a snapshot and when to install; this driver opens the
+//! snapshot, streams its rows as signed STATE-CHUNKs, signs its digest, and installs.
 
 use crate::app::AppKind;
 use crate::metrics::{self, Metrics};
+use crate::peers::Peers;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
 use dbvote::Application;
-use proto::{Message, NodeId};
+use proto::{DbCheckpoint, Message, NodeId, Signature, SigningKey, StateChunk, TableRows};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -29,6 +35,14 @@ type Done = (Batch, Result<(Vec<Vec<u8>>, Duration), String>);
 
 /// Executions to run in order in one database transaction.
 type Batch = Vec<dbvote::executor::Execution>;
+
+/// A state-transfer step finished on its own task.
+enum Transfer {
+    /// The snapshot for this order is pinned (or could not be opened): executions may go on.
+    Pinned(u64),
+    /// The install for this order ended: the installed progress, or why it failed.
+    Installed(u64, Result<Vec<u64>, String>),
+}
 
 /// Runs the database node until `shutdown` completes.
 pub async fn run(
@@ -99,7 +113,13 @@ async fn run_app<A: Application>(
         options.node.key()?,
         me,
         last_seq,
+    )
+    .resume(
+        progress.executed_through,
+        progress.highest_order,
+        progress.transferred_through,
     );
+    let key = Arc::new(options.node.key()?);
     let Started {
         metrics,
         peers,
@@ -107,6 +127,9 @@ async fn run_app<A: Application>(
     } = options.node.start().await?;
     metrics.highest_order.set(progress.highest_order);
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
+    let (transfers, mut transferred) = mpsc::unbounded_channel::<Transfer>();
+    // When the transfer in progress sent its first STATE-REQUEST.
+    let mut transfer_began: Option<Instant> = None;
     let mut tick = tokio::time::interval(options.node.tick);
     tokio::pin!(shutdown);
     loop {
@@ -135,9 +158,41 @@ async fn run_app<A: Application>(
                     Vec::new()
                 }
             },
+            Some(step) = transferred.recv() => match step {
+                Transfer::Pinned(order) => voter.snapshot_pinned(order),
+                Transfer::Installed(order, Ok(last_seq)) => {
+                    metrics.state_transfers_completed.inc();
+                    let took = transfer_began.take().map(|t| t.elapsed()).unwrap_or_default();
+                    Metrics::observe(&metrics.state_transfer_seconds, took);
+                    if order > metrics.highest_order.get() {
+                        metrics.highest_order.set(order);
+                    }
+                    tracing::info!(
+                        order,
+                        seconds = took.as_secs_f64(),
+                        "state transfer complete: installed the state after order {order}, \
+                         verified against f+1 matching digests; executing from there"
+                    );
+                    voter.installed(order, last_seq)
+                }
+                Transfer::Installed(order, Err(why)) => {
+                    metrics.state_transfers_failed.inc();
+                    tracing::warn!(
+                        order,
+                        %why,
+                        "state transfer not installed (the old state is intact); asking another \
+                         database node to send the rows"
+                    );
+                    voter.install_failed(order)
+                }
+            },
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
-                Vec::new()
+                let actions = voter.tick();
+                for _ in 0..voter.take_transferred_skips() {
+                    metrics.reject("transferred_order");
+                }
+                actions
             }
         };
         for action in actions {
@@ -158,6 +213,41 @@ async fn run_app<A: Application>(
                     let members = cluster.members(group).map(|r| NodeId(r.id));
                     peers.to_nodes(members, &Message::ReplyCommitDb(reply));
                 }
+                VoterAction::ToDbNodes { to, message } => {
+                    if let Message::StateRequest(request) = message.as_ref() {
+                        metrics.state_transfers_started.inc();
+                        transfer_began.get_or_insert_with(Instant::now);
+                        tracing::info!(
+                            target_order = request.target_order,
+                            sender = request.sender.0,
+                            "this database node is behind (decided executions wait for \
+                             predecessors it will not receive): asking the other database \
+                             nodes for their state after order {}",
+                            request.target_order
+                        );
+                    }
+                    peers.to_nodes(to, &message);
+                }
+                VoterAction::Snapshot {
+                    order,
+                    answer,
+                    stream,
+                } => {
+                    metrics.state_snapshots_served.inc();
+                    let serve = Serve {
+                        me,
+                        key: key.clone(),
+                        peers: peers.clone(),
+                        answer,
+                        stream,
+                    };
+                    spawn_snapshot(&executor, order, serve, &transfers);
+                }
+                VoterAction::Install {
+                    order,
+                    digest,
+                    parts,
+                } => spawn_install(&executor, order, digest, parts, &transfers),
             }
         }
     }
@@ -198,28 +288,156 @@ fn spawn_batch<A: Application>(
     });
 }
 
+/// Who a snapshot is for, and how to reach and sign for them.
+struct Serve {
+    me: NodeId,
+    key: Arc<SigningKey>,
+    peers: Peers,
+    answer: Vec<NodeId>,
+    stream: Vec<NodeId>,
+}
+
+/// Opens a snapshot for `order` (reporting it pinned at once, so that executions go on),
+/// streams its rows as signed STATE-CHUNKs to `stream` (each chunk sent when the next is read,
+/// so that the last one can say so), and sends the signed digest to `answer`.
+fn spawn_snapshot<A: Application>(
+    executor: &Executor<A>,
+    order: u64,
+    serve: Serve,
+    pinned: &mpsc::UnboundedSender<Transfer>,
+) {
+    let executor = executor.clone();
+    let pinned = pinned.clone();
+    tokio::spawn(async move {
+        let snapshot = executor.snapshot().await;
+        let _ = pinned.send(Transfer::Pinned(order));
+        let started = Instant::now();
+        let send = |rows: TableRows, index: u32, last: bool| {
+            let chunk = StateChunk {
+                db_node: serve.me,
+                order,
+                index,
+                last,
+                rows,
+                signature: Signature([0; 64]),
+            }
+            .sign(&serve.key);
+            serve
+                .peers
+                .to_nodes(serve.stream.iter().copied(), &Message::StateChunk(chunk));
+        };
+        let mut held: Option<TableRows> = None;
+        let mut index = 0;
+        let streamed = match snapshot {
+            Ok(snapshot) => {
+                snapshot
+                    .stream(!serve.stream.is_empty(), |rows| {
+                        if let Some(previous) = held.replace(rows) {
+                            send(previous, index, false);
+                            index += 1;
+                        }
+                    })
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match streamed {
+            Ok(digest) => {
+                if let Some(last) = held {
+                    send(last, index, true);
+                }
+                let checkpoint = DbCheckpoint {
+                    db_node: serve.me,
+                    target: order,
+                    order,
+                    digest: Some(digest),
+                    signature: Signature([0; 64]),
+                }
+                .sign(&serve.key);
+                let answer = serve.answer.iter().copied();
+                serve
+                    .peers
+                    .to_nodes(answer, &Message::DbCheckpoint(checkpoint));
+                tracing::info!(
+                    order,
+                    answer = ?serve.answer,
+                    stream = ?serve.stream,
+                    chunks = index + u32::from(!serve.stream.is_empty()),
+                    seconds = started.elapsed().as_secs_f64(),
+                    "served a state snapshot to database nodes that are behind"
+                );
+            }
+            Err(e) => tracing::warn!(
+                order,
+                error = %e,
+                "could not read a state snapshot for a database node that is behind; it will \
+                 ask again"
+            ),
+        }
+    });
+}
+
+/// Installs transferred rows in one transaction (the executor checks them against the agreed
+/// digest) and reports the installed progress.
+fn spawn_install<A: Application>(
+    executor: &Executor<A>,
+    order: u64,
+    digest: [u8; 32],
+    parts: Vec<TableRows>,
+    done: &mpsc::UnboundedSender<Transfer>,
+) {
+    let executor = executor.clone();
+    let done = done.clone();
+    tokio::spawn(async move {
+        let result = executor
+            .install(order, digest, &parts)
+            .await
+            .map(|progress| progress.iter().map(|p| p.last_seq).collect())
+            .map_err(|e| e.to_string());
+        let _ = done.send(Transfer::Installed(order, result));
+    });
+}
+
 fn on_frame(voter: &mut VoterCore, metrics: &Metrics, frame: &[u8]) -> Vec<VoterAction> {
     let Some(message) = metrics.decode(frame) else {
         return Vec::new();
     };
-    let Message::CommitDb(commit_db) = message else {
-        metrics.reject(format!("unexpected_{}", metrics::kind(&message)));
-        return Vec::new();
-    };
-    match voter.on_commit_db(&commit_db) {
-        Ok((actions, malformed)) => {
-            for _ in 0..malformed {
-                metrics.reject("malformed_execution");
+    let (result, what) = match message {
+        Message::CommitDb(commit_db) => match voter.on_commit_db(&commit_db) {
+            Ok((actions, malformed)) => {
+                for _ in 0..malformed {
+                    metrics.reject("malformed_execution");
+                }
+                (Ok(actions), "commit_db")
             }
-            actions
+            Err(reject) => (Err(reject), "commit_db"),
+        },
+        Message::StateRequest(request) => (voter.on_state_request(&request), "state_request"),
+        Message::DbCheckpoint(checkpoint) => (voter.on_db_checkpoint(&checkpoint), "db_checkpoint"),
+        Message::StateChunk(chunk) => {
+            let rows = chunk.rows.rows.len() as u64;
+            let result = voter.on_state_chunk(chunk);
+            if result.is_ok() {
+                metrics.state_rows_received.inc_by(rows);
+                metrics.state_bytes_received.inc_by(frame.len() as u64);
+            }
+            (result, "state_chunk")
         }
-        Err(reject) => {
-            metrics.reject(match reject {
-                VoterReject::NotMember => "not_member",
-                VoterReject::WrongEpoch => "wrong_epoch",
-                VoterReject::Malformed => "malformed_commit_db",
-            });
-            Vec::new()
+        other => {
+            metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
+            return Vec::new();
         }
-    }
+    };
+    result.unwrap_or_else(|reject| {
+        metrics.reject(match (reject, what) {
+            (VoterReject::NotMember, _) => "not_member".to_owned(),
+            (VoterReject::WrongEpoch, _) => "wrong_epoch".to_owned(),
+            (VoterReject::Malformed, "commit_db") => "malformed_commit_db".to_owned(),
+            (VoterReject::Malformed, what) => format!("malformed_{what}"),
+            (VoterReject::Stale, what) => format!("stale_{what}"),
+            (VoterReject::RateLimited, what) => format!("rate_limited_{what}"),
+            (VoterReject::Oversized, what) => format!("oversized_{what}"),
+        });
+        Vec::new()
+    })
 }

@@ -46,6 +46,19 @@ pub struct Metrics {
     pub replies: Counter,
     /// From the first sight of an order's decision to its REPLY (replica), in seconds.
     pub reply_seconds: Histogram,
+    /// State-transfer attempts this database node started (STATE-REQUESTs sent).
+    pub state_transfers_started: Counter,
+    /// State transfers installed here.
+    pub state_transfers_completed: Counter,
+    /// Installs refused (rows that did not hash to the agreed digest) or failed.
+    pub state_transfers_failed: Counter,
+    /// Rows and frame bytes of accepted STATE-CHUNKs.
+    pub state_rows_received: Counter,
+    pub state_bytes_received: Counter,
+    /// From the first STATE-REQUEST of a transfer to its install, in seconds.
+    pub state_transfer_seconds: Histogram,
+    /// Snapshots this node took for other database nodes.
+    pub state_snapshots_served: Counter,
     pub transport: TransportMetrics,
 }
 
@@ -72,6 +85,13 @@ impl Metrics {
             highest_order: Gauge::default(),
             replies: Counter::default(),
             reply_seconds: seconds(),
+            state_transfers_started: Counter::default(),
+            state_transfers_completed: Counter::default(),
+            state_transfers_failed: Counter::default(),
+            state_rows_received: Counter::default(),
+            state_bytes_received: Counter::default(),
+            state_transfer_seconds: seconds(),
+            state_snapshots_served: Counter::default(),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -120,6 +140,41 @@ impl Metrics {
             "reply_seconds",
             "From decision to reply, per order",
             m.reply_seconds.clone(),
+        );
+        r.register(
+            "state_transfers_started",
+            "State-transfer attempts started (STATE-REQUESTs sent by a database node behind)",
+            m.state_transfers_started.clone(),
+        );
+        r.register(
+            "state_transfers_completed",
+            "State transfers installed",
+            m.state_transfers_completed.clone(),
+        );
+        r.register(
+            "state_transfers_failed",
+            "Transferred states refused (digest mismatch) or not installed",
+            m.state_transfers_failed.clone(),
+        );
+        r.register(
+            "state_rows_received",
+            "Rows received in accepted STATE-CHUNKs",
+            m.state_rows_received.clone(),
+        );
+        r.register(
+            "state_bytes_received",
+            "Frame bytes of accepted STATE-CHUNKs",
+            m.state_bytes_received.clone(),
+        );
+        r.register(
+            "state_transfer_seconds",
+            "From a transfer's first STATE-REQUEST to its install",
+            m.state_transfer_seconds.clone(),
+        );
+        r.register(
+            "state_snapshots_served",
+            "State snapshots taken for other database nodes",
+            m.state_snapshots_served.clone(),
         );
         Arc::new(m)
     }
@@ -184,6 +239,9 @@ pub fn kind(message: &proto::Message) -> &'static str {
         ViewChange(_) => "view_change",
         NewView(_) => "new_view",
         Checkpoint(_) => "checkpoint",
+        StateRequest(_) => "state_request",
+        DbCheckpoint(_) => "db_checkpoint",
+        StateChunk(_) => "state_chunk",
     }
 }
 

@@ -1,4 +1,5 @@
-//! CloudBFT's protocol messages (REQUEST, PREPARE, COMMIT, COMMIT-DB, REPLY-COMMIT-DB, REPLY), the
+//! CloudBFT's protocol messages (REQUEST, PREPARE, COMMIT, COMMIT-DB, REPLY-COMMIT-DB, REPLY, the
+//! view change's, and the database nodes' state transfer), the
 //! keys that authenticate them, and the cluster configuration. `docs/protocol.md` describes the
 //! protocol these types carry.
 
@@ -7,6 +8,7 @@ pub mod crypto;
 pub mod ids;
 pub mod keys;
 pub mod message;
+pub mod state;
 pub mod testing;
 pub mod view;
 
@@ -16,6 +18,7 @@ pub use message::{
     chain, chain_start, Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares,
     Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };
+pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
     Anchor, Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
     ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,

@@ -327,6 +327,9 @@ pub enum Message {
     ViewChange(crate::ViewChange),
     NewView(crate::NewView),
     Checkpoint(crate::Checkpoint),
+    StateRequest(crate::StateRequest),
+    DbCheckpoint(crate::DbCheckpoint),
+    StateChunk(crate::StateChunk),
 }
 
 /// What travels in one frame: the protocol version and one message.

@@ -206,3 +206,73 @@ pub async fn db_states(config: &Path) -> Vec<([u8; 32], u64)> {
     }
     out
 }
+
+/// A database node's `cloudbft_highest_order`, from the metrics endpoint its arguments name.
+pub fn highest_order(args: &[String]) -> Option<u64> {
+    let metrics = args.windows(2).find(|w| w[0] == "--metrics")?[1]
+        .parse()
+        .ok()?;
+    node::metrics::highest_order(metrics)
+}
+
+/// The pid and arguments of the process running `cloudbft <role> --config <config> --id <id>`.
+pub fn node_process(config: &Path, role: &str, id: u32) -> Option<(i32, Vec<String>)> {
+    let config = config.display().to_string();
+    let id = id.to_string();
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let entry = entry.ok()?;
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let has = |pair: [&str; 2]| args.windows(2).any(|w| w[0] == pair[0] && w[1] == pair[1]);
+        let is_role = args.get(1).is_some_and(|a| a == role);
+        (is_role && has(["--config", &config]) && has(["--id", &id])).then_some((pid, args))
+    })
+}
+
+/// Kills `cloudbft <role> ... --id <id>` with SIGKILL and returns its arguments.
+pub fn kill(config: &Path, role: &str, id: u32) -> Vec<String> {
+    let (pid, args) =
+        node_process(config, role, id).unwrap_or_else(|| panic!("{role} {id} is not running"));
+    // SAFETY: kill(2) on a process of this test's cluster.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    args
+}
+
+/// A node's metric without labels (its first sample named `name`), from the metrics endpoint
+/// its arguments name.
+pub fn metric(args: &[String], name: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = args.windows(2).find(|w| w[0] == "--metrics")?[1]
+        .parse()
+        .ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines().find_map(|line| {
+        let (sample, value) = line.split_once(' ')?;
+        (sample == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// Starts `cloudbft` again with the arguments of a node this test killed, logging to
+/// `logs/<log>.log` next to the configuration.
+pub fn restart(config: &Path, args: &[String], log: &str) -> Child {
+    let log = PathBuf::from(config.parent().unwrap()).join(format!("logs/{log}.log"));
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restarting a node")
+}

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod scenarios;
+pub mod transfer;
 
 /// One test per scenario on one backend.
 macro_rules! on_backend {
@@ -33,6 +34,8 @@ macro_rules! every_scenario {
             interleavings_reach_identical_state,
             refuses_foreign_database,
             batches_chain_and_are_atomic,
+            tampered_transfer_is_refused,
+            byzantine_sender_is_detected_and_another_sender_used,
         );
     };
 }

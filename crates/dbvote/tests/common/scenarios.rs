@@ -11,6 +11,7 @@ use std::time::Duration;
 use dbvote::{Bank, BankOp, BankResult, DbError, Execution, Executor, Gap, Outcome, PartitionId};
 use tokio::sync::watch;
 
+pub use super::transfer::*;
 use super::*;
 
 fn executed(outcome: Outcome) -> BankResult {
