@@ -530,6 +530,16 @@ mod tests {
             log,
             anchor_proof: Vec::new(),
         };
+        warrant_view_change(who, replica, group, body)
+    }
+
+    /// `replica` of `group` warrants its VIEW-CHANGE for view 1 with `body`.
+    fn warrant_view_change(
+        who: &mut SoftUsig,
+        replica: u32,
+        group: u32,
+        body: ViewChangeBody,
+    ) -> ViewChange {
         let (replica, group) = (NodeId(replica), GroupId(group));
         let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body.digest());
         ViewChange {
@@ -690,15 +700,7 @@ mod tests {
             log,
             anchor_proof,
         };
-        let (replica, group) = (NodeId(103), GroupId(0));
-        let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body.digest());
-        ViewChange {
-            replica,
-            group,
-            next_view: View(1),
-            body,
-            ui: who.create_ui(&bytes).unwrap(),
-        }
+        warrant_view_change(who, 103, 0, body)
     }
 
     /// A Byzantine member warrants its CHECKPOINT at K, then a COMMIT, then a second CHECKPOINT
