@@ -136,6 +136,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             addr: next_addr(),
             machine: machine(k),
             usig,
+            // Filled in from usigd when the cluster starts (crate::launch).
+            usig_epoch: None,
             public_key: new_key(out, &format!("node-{id}"))?,
         });
         hosted[k].push((id, usig));
@@ -156,6 +158,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 addr: next_addr(),
                 machine: machine(k),
                 usig,
+                usig_epoch: None,
                 public_key: new_key(out, &format!("node-{id}"))?,
             });
             machine_identities.push((id, usig));

@@ -139,6 +139,7 @@ impl LocalCluster {
                 socket.exists()
             })?;
         }
+        me.pin_usig_epochs(config_path, &dir)?;
         let node_args = |role: &str, id: u32| -> Vec<String> {
             vec![
                 role.to_string(),
@@ -192,6 +193,30 @@ impl LocalCluster {
             wait_port("gateway", gateway, &mut me.processes)?;
         }
         Ok(me)
+    }
+
+    /// Writes every primary's and replica's current USIG epoch into the configuration before
+    /// any node reads it, so that verifiers follow no other epoch (docs/protocol.md, "Replica
+    /// recovery").
+    fn pin_usig_epochs(&mut self, config_path: &Path, dir: &Path) -> Result<()> {
+        let mut config = self.cluster.config.clone();
+        let epoch = |machine: &str, id: u32, usig: u64| -> Result<u64> {
+            let socket = node::usig::default_socket(dir, machine, id);
+            let mut client =
+                usig::daemon::client::UsigdClient::connect(&socket, usig::UsigId(usig))
+                    .with_context(|| format!("asking usigd for node {id}'s USIG epoch"))?;
+            Ok(client.epoch()?.0)
+        };
+        for p in &mut config.primaries {
+            p.usig_epoch = Some(epoch(&p.machine, p.id, p.usig)?);
+        }
+        for r in &mut config.replicas {
+            r.usig_epoch = Some(epoch(&r.machine, r.id, r.usig)?);
+        }
+        self.cluster = Cluster::new(config.clone())?;
+        fs::write(config_path, toml::to_string(&config)?)
+            .with_context(|| format!("writing {}", config_path.display()))?;
+        Ok(())
     }
 
     fn spawn(

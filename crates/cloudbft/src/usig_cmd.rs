@@ -117,6 +117,14 @@ enum UsigCommand {
         #[arg(long)]
         identity: u64,
     },
+    /// Print the USIG epoch this identity warrants in now: the `usig_epoch` of its
+    /// `[[primary]]` or `[[replica]]` entry in cluster.toml.
+    Epoch {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        identity: u64,
+    },
     /// Verify a warrant (hex) for a message against enrollment records in a TOML file.
     Verify {
         /// File with [[usig]] records (the output of `cloudbft usigd enroll`).
@@ -148,6 +156,11 @@ pub fn usig(args: UsigArgs) -> Result<()> {
         UsigCommand::Enrollment { socket, identity } => {
             let record = UsigdClient::connect(&socket, UsigId(identity))?.enrollment()?;
             println!("[[usig]]\n{}", toml::to_string(&record)?);
+            Ok(())
+        }
+        UsigCommand::Epoch { socket, identity } => {
+            let epoch = UsigdClient::connect(&socket, UsigId(identity))?.epoch()?;
+            println!("usig_epoch = {}", epoch.0);
             Ok(())
         }
         UsigCommand::Verify {

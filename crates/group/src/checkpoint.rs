@@ -6,7 +6,7 @@
 use crate::order::OrderBook;
 use crate::view::Low;
 use proto::config::Cluster;
-use proto::{Checkpoint, GroupId, NodeId, StableCheckpoint, CHECKPOINT_INTERVAL};
+use proto::{Anchor, Checkpoint, GroupId, NodeId, StableCheckpoint, CHECKPOINT_INTERVAL};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use usig::MessageDigest;
@@ -18,23 +18,56 @@ const VOTE_HORIZON: u64 = 4 * CHECKPOINT_INTERVAL;
 /// What one checkpoint vouches for: slot, running digest, order book digest.
 type Point = (u64, MessageDigest, MessageDigest);
 
+/// The slot of the CHECKPOINT a replica must have warranted before it COMMITs `slot`: the
+/// multiple of the interval two below `slot`'s (the high watermark; 0 needs none).
+pub fn watermark(slot: u64) -> u64 {
+    (slot.saturating_sub(1) / CHECKPOINT_INTERVAL)
+        .saturating_sub(1)
+        .saturating_mul(CHECKPOINT_INTERVAL)
+}
+
+/// What we learnt of one member of our group (ourselves included) from its CHECKPOINTs, in its
+/// counter order.
+#[derive(Default)]
+struct Member {
+    /// The highest slot of its CHECKPOINTs so far: its COMMITs above the watermark of this are
+    /// not counted, and a CHECKPOINT that does not go above it is never reported.
+    highest: u64,
+    /// Its first CHECKPOINT at each slot (each above every earlier one), for our reports.
+    first: BTreeMap<u64, Anchor>,
+}
+
 pub struct Checkpoints {
     cluster: Arc<Cluster>,
+    me: NodeId,
+    /// Members of our group, by id.
+    members: BTreeMap<NodeId, Member>,
+    /// For each slot of our own first CHECKPOINTs: the CHECKPOINTs of our group an interval
+    /// above that report it, by reporter. f+1 of them let our VIEW-CHANGE's log start there.
+    proofs: BTreeMap<u64, BTreeMap<NodeId, Checkpoint>>,
     /// Our running digest and order book at each checkpoint slot we passed, above the stable.
     snapshots: BTreeMap<u64, (MessageDigest, OrderBook)>,
     /// The highest slot we queued our CHECKPOINT for.
     queued: u64,
-    /// Our warranted CHECKPOINTs: slot and warrant counter.
+    /// Our warranted CHECKPOINTs: slot and the warrant counter of the first at that slot.
     own: BTreeMap<u64, u64>,
     votes: BTreeMap<Point, BTreeMap<NodeId, Checkpoint>>,
     stable: Low,
 }
 
 impl Checkpoints {
-    pub fn new(cluster: Arc<Cluster>) -> Self {
+    /// The checkpoints of replica `me` of `group`.
+    pub fn new(cluster: Arc<Cluster>, me: NodeId, group: GroupId) -> Self {
+        let members = cluster
+            .members(group)
+            .map(|r| (NodeId(r.id), Member::default()))
+            .collect();
         Checkpoints {
             stable: Low::start(&cluster),
             cluster,
+            me,
+            members,
+            proofs: BTreeMap::new(),
             snapshots: BTreeMap::new(),
             queued: 0,
             own: BTreeMap::new(),
@@ -70,26 +103,88 @@ impl Checkpoints {
 
     /// Our CHECKPOINT was warranted (counter `ui.counter`); it is our vote too.
     pub fn warranted(&mut self, checkpoint: &Checkpoint) -> Option<u64> {
-        self.own.insert(checkpoint.slot, checkpoint.ui.counter);
+        self.own
+            .entry(checkpoint.slot)
+            .or_insert(checkpoint.ui.counter);
         self.queued = self.queued.max(checkpoint.slot);
+        self.delivered(checkpoint);
         self.vote(checkpoint.clone())
     }
 
     /// The high watermark: we COMMIT slot s only once we warranted our CHECKPOINT at the
-    /// interval two below s's (so a VIEW-CHANGE's log that starts at our CHECKPOINT an interval
-    /// below the stable one holds every COMMIT after the stable checkpoint).
+    /// interval two below s's (so a VIEW-CHANGE's log that starts at our first CHECKPOINT an
+    /// interval below the stable one holds every COMMIT after the stable checkpoint).
     pub fn may_commit(&self, slot: u64) -> bool {
-        let need = (slot.saturating_sub(1) / CHECKPOINT_INTERVAL)
-            .saturating_sub(1)
-            .saturating_mul(CHECKPOINT_INTERVAL);
+        let need = watermark(slot);
         need == 0 || self.own.keys().next_back().is_some_and(|&s| s >= need)
     }
 
-    /// The counter of our CHECKPOINT that a VIEW-CHANGE's log may start at: the latest an
-    /// interval or more below the stable checkpoint.
-    pub fn anchor(&self) -> Option<u64> {
+    /// The same rule for a peer, as its warrant order shows it: a COMMIT it warranted before a
+    /// CHECKPOINT high enough does not count (a Byzantine peer could hide it behind a later one).
+    pub fn peer_may_commit(&self, peer: NodeId, slot: u64) -> bool {
+        let need = watermark(slot);
+        need == 0 || self.members.get(&peer).is_some_and(|m| m.highest >= need)
+    }
+
+    /// A CHECKPOINT of a member of our group (ours included), in its warrant order: remember
+    /// where its first one at each slot is, and keep it if it reports our own.
+    pub fn delivered(&mut self, checkpoint: &Checkpoint) {
+        let Some(member) = self.members.get_mut(&checkpoint.replica) else {
+            return;
+        };
+        if checkpoint.slot > member.highest {
+            member.highest = checkpoint.slot;
+            let anchor = Anchor::of(checkpoint.replica, &checkpoint.ui);
+            member.first.insert(checkpoint.slot, anchor);
+        }
+        let Some(below) = checkpoint.slot.checked_sub(CHECKPOINT_INTERVAL) else {
+            return;
+        };
+        let ours = self.members.get(&self.me).and_then(|m| m.first.get(&below));
+        if ours.is_some_and(|a| checkpoint.reports(a)) && below >= self.anchor_floor() {
+            self.proofs
+                .entry(below)
+                .or_default()
+                .insert(checkpoint.replica, checkpoint.clone());
+        }
+    }
+
+    /// What our CHECKPOINT at `slot` reports: each member's first CHECKPOINT an interval below.
+    pub fn anchors_for(&self, slot: u64) -> Vec<Anchor> {
+        let Some(below) = slot.checked_sub(CHECKPOINT_INTERVAL) else {
+            return Vec::new();
+        };
+        self.members
+            .values()
+            .filter_map(|m| m.first.get(&below).copied())
+            .collect()
+    }
+
+    /// Where a VIEW-CHANGE's log may start: the counter of our first CHECKPOINT at the latest
+    /// slot an interval or more below the stable checkpoint that f+1 members of our group
+    /// report, with their CHECKPOINTs.
+    pub fn anchor(&self) -> Option<(u64, Vec<Checkpoint>)> {
+        let slot = self.anchor_slot()?;
+        let counter = self.members.get(&self.me)?.first.get(&slot)?.counter;
+        let reports = self.proofs.get(&slot)?.values();
+        let quorum = self.cluster.config.f + 1;
+        Some((counter, reports.take(quorum).cloned().collect()))
+    }
+
+    /// Reports below this slot are no longer needed: a proven anchor is at or above it.
+    fn anchor_floor(&self) -> u64 {
+        self.anchor_slot().unwrap_or(0)
+    }
+
+    /// The slot of our latest proven anchor an interval or more below the stable checkpoint.
+    fn anchor_slot(&self) -> Option<u64> {
         let below = self.stable.slot.checked_sub(CHECKPOINT_INTERVAL)?;
-        self.own.range(..=below).next_back().map(|(_, &c)| c)
+        let quorum = self.cluster.config.f + 1;
+        self.proofs
+            .range(..=below)
+            .rev()
+            .find(|(_, reports)| reports.len() >= quorum)
+            .map(|(&slot, _)| slot)
     }
 
     /// A replica's CHECKPOINT (warrant checked by the caller). Returns the newly stable slot.
@@ -161,7 +256,13 @@ impl Checkpoints {
         self.votes.retain(|&(s, _, _), _| s > slot);
         self.queued = self.queued.max(slot);
         let keep_from = slot.saturating_sub(CHECKPOINT_INTERVAL);
-        // Our CHECKPOINTs below the anchor are no longer needed.
+        // Our CHECKPOINTs below the anchor are no longer needed, nor reports of them; we report
+        // only members' CHECKPOINTs an interval below ours, which are above the stable one.
+        let floor = self.anchor_floor();
+        self.proofs.retain(|&s, _| s >= floor);
+        for member in self.members.values_mut() {
+            member.first.retain(|&s, _| s >= floor.min(keep_from));
+        }
         let anchor = self.own.range(..=keep_from).next_back().map(|(&s, _)| s);
         if let Some(anchor) = anchor {
             self.own.retain(|&s, _| s >= anchor);
@@ -180,9 +281,11 @@ impl Checkpoints {
         self.own.keys().next_back().is_some_and(|&s| s >= slot)
     }
 
-    /// Entries kept (snapshots, vote points, our CHECKPOINTs): bounded by a few intervals.
+    /// Entries kept (snapshots, vote points, our CHECKPOINTs, reports): bounded by a few
+    /// intervals.
     pub fn retained(&self) -> usize {
-        self.snapshots.len() + self.votes.len() + self.own.len()
+        let firsts: usize = self.members.values().map(|m| m.first.len()).sum();
+        self.snapshots.len() + self.votes.len() + self.own.len() + self.proofs.len() + firsts
     }
 }
 
@@ -190,15 +293,17 @@ impl Checkpoints {
 mod tests {
     use super::*;
     use proto::testing::{usig, TestCluster};
+    use usig::soft::SoftUsig;
     use usig::Usig;
 
     fn vote(replica: u32, slot: u64, chain: MessageDigest, book: MessageDigest) -> Checkpoint {
-        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book);
+        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book, &[]);
         Checkpoint {
             replica: NodeId(replica),
             slot,
             chain,
             book,
+            anchors: Vec::new(),
             ui: usig(NodeId(replica)).create_ui(&bytes).unwrap(),
         }
     }
@@ -208,7 +313,7 @@ mod tests {
         let cluster = Arc::new(TestCluster::new(1, 2, 4, 2).cluster);
         let book = OrderBook::new(&cluster);
         let chain = MessageDigest::of(b"history");
-        let mut cp = Checkpoints::new(cluster.clone());
+        let mut cp = Checkpoints::new(cluster.clone(), NodeId(101), GroupId(0));
         for k in 1..=6 {
             let slot = k * CHECKPOINT_INTERVAL;
             // Votes arrive before our history reaches the slot; a group short of f+1 (or a
@@ -229,10 +334,69 @@ mod tests {
         assert_eq!(cp.retained(), 0);
     }
 
+    /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.
+    fn report(who: &mut SoftUsig, replica: u32, slot: u64, anchors: Vec<Anchor>) -> Checkpoint {
+        let (chain, book) = (MessageDigest::of(b"h"), MessageDigest::of(b"book"));
+        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book, &anchors);
+        Checkpoint {
+            replica: NodeId(replica),
+            slot,
+            chain,
+            book,
+            anchors,
+            ui: who.create_ui(&bytes).unwrap(),
+        }
+    }
+
+    #[test]
+    fn members_first_checkpoints_are_reported_and_bound_their_commits() {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 1).cluster);
+        let k = CHECKPOINT_INTERVAL;
+        let mut cp = Checkpoints::new(cluster.clone(), NodeId(101), GroupId(0));
+        let mut peer = usig(NodeId(102));
+        let first = report(&mut peer, 102, k, Vec::new());
+        cp.delivered(&first);
+        // A second CHECKPOINT for the same slot, or a lower one, is never reported.
+        cp.delivered(&report(&mut peer, 102, k, Vec::new()));
+        let anchor = Anchor::of(NodeId(102), &first.ui);
+        assert_eq!(cp.anchors_for(2 * k), vec![anchor]);
+        // The peer's COMMITs count up to the watermark of its highest CHECKPOINT.
+        assert!(cp.peer_may_commit(NodeId(102), 3 * k));
+        assert!(!cp.peer_may_commit(NodeId(102), 3 * k + 1));
+        assert!(!cp.peer_may_commit(NodeId(103), 2 * k + 1));
+        assert!(cp.peer_may_commit(NodeId(103), 2 * k));
+
+        // Our own first CHECKPOINT at K is an anchor once f+1 members report it at 2K and 2K is
+        // stable.
+        let mut me = usig(NodeId(101));
+        let ours = report(&mut me, 101, k, Vec::new());
+        cp.warranted(&ours);
+        let mine = Anchor::of(NodeId(101), &ours.ui);
+        let book = OrderBook::new(&cluster);
+        cp.passed(2 * k, MessageDigest::of(b"h"), &book);
+        let wrong = Anchor { counter: 9, ..mine };
+        cp.delivered(&report(&mut peer, 102, 2 * k, vec![wrong]));
+        assert_eq!(cp.anchor(), None);
+        let mut third = usig(NodeId(103));
+        cp.delivered(&report(&mut third, 103, 2 * k, vec![mine]));
+        cp.delivered(&report(&mut me, 101, 2 * k, vec![mine]));
+        // Not before 2K is stable.
+        assert_eq!(cp.anchor(), None);
+        cp.install(Low {
+            slot: 2 * k,
+            chain: MessageDigest::of(b"h"),
+            proof: None,
+        });
+        let (counter, proof) = cp.anchor().expect("f+1 reports");
+        assert_eq!(counter, ours.ui.counter);
+        assert_eq!(proof.len(), 2);
+        assert!(proof.iter().all(|c| c.reports(&mine)));
+    }
+
     #[test]
     fn the_high_watermark_waits_for_our_checkpoint_two_intervals_below() {
         let cluster = Arc::new(TestCluster::new(1, 1, 2, 1).cluster);
-        let mut cp = Checkpoints::new(cluster);
+        let mut cp = Checkpoints::new(cluster, NodeId(101), GroupId(0));
         let k = CHECKPOINT_INTERVAL;
         assert!(cp.may_commit(2 * k));
         assert!(!cp.may_commit(2 * k + 1));

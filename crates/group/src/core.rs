@@ -14,9 +14,9 @@ use crate::render::Renderer;
 use crate::view::{primary_of, Checker, Cut, Slot};
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId, NewView,
-    NodeId, PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange, Request,
-    Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId,
+    NewView, NodeId, PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange,
+    Request, Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -90,6 +90,8 @@ pub enum Reject {
     Warrant(VerifyError),
     /// A NEW-VIEW that is not valid (crate::view::Invalid says why).
     InvalidNewView,
+    /// A peer's COMMIT for a slot above the high watermark of its CHECKPOINTs so far.
+    AboveWatermark,
 }
 
 /// A message a group member warranted for its peers.
@@ -151,6 +153,7 @@ enum Warranting {
         slot: u64,
         chain: MessageDigest,
         book: MessageDigest,
+        anchors: Vec<Anchor>,
     },
 }
 
@@ -237,6 +240,9 @@ pub struct ReplicaCore {
     /// Every message we warranted since our CHECKPOINT an interval below the stable one (or
     /// since the first), for our VIEW-CHANGEs.
     log: Vec<Warranted>,
+    /// Where `log` starts: the warrant counter of its first entry when that is a proven anchor,
+    /// with the f+1 CHECKPOINTs that report it (0 and none while it starts at our first warrant).
+    log_start: (u64, Vec<Checkpoint>),
     checkpoints: Checkpoints,
     /// Our CHECKPOINTs to warrant (before any COMMIT: the high watermark may wait for them).
     checkpoint_due: VecDeque<(u64, MessageDigest, MessageDigest)>,
@@ -262,6 +268,8 @@ pub struct ReplicaCore {
     future: Vec<Commit>,
     /// Timer ticks so far.
     ticks: u64,
+    /// See [`ReplicaCore::take_refusals`].
+    refusals: Vec<Reject>,
 }
 
 impl ReplicaCore {
@@ -277,7 +285,16 @@ impl ReplicaCore {
     ) -> Option<Self> {
         let group = GroupId(cluster.config.replicas.iter().find(|r| r.id == me.0)?.group);
         let directory = cluster.directory.clone();
-        let checkpoints = Checkpoints::new(cluster.clone());
+        let checkpoints = Checkpoints::new(cluster.clone(), me, group);
+        let mut primaries = OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW);
+        let mut peers = OrderedVerifier::new(directory, DEFAULT_WINDOW);
+        // Configured epochs are the only ones followed (docs/protocol.md, "Replica recovery").
+        for p in &cluster.config.primaries {
+            pin_epoch(&cluster, &mut primaries, NodeId(p.id));
+        }
+        for r in cluster.members(group) {
+            pin_epoch(&cluster, &mut peers, NodeId(r.id));
+        }
         Some(ReplicaCore {
             book: OrderBook::new(&cluster),
             history: History {
@@ -300,14 +317,15 @@ impl ReplicaCore {
             changing_since: 0,
             consecutive_changes: 0,
             timeout: timeout.max(1),
-            primaries: OrderedVerifier::new(directory.clone(), DEFAULT_WINDOW),
-            peers: OrderedVerifier::new(directory, DEFAULT_WINDOW),
+            primaries,
+            peers,
             decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
             to_warrant: VecDeque::new(),
             view_change_due: None,
             warranting: None,
             log: Vec::new(),
+            log_start: (0, Vec::new()),
             checkpoints,
             checkpoint_due: VecDeque::new(),
             awaiting: BTreeMap::new(),
@@ -322,6 +340,7 @@ impl ReplicaCore {
             left: BTreeMap::new(),
             future: Vec::new(),
             ticks: 0,
+            refusals: Vec::new(),
         })
     }
 
@@ -495,13 +514,11 @@ impl ReplicaCore {
         self.decided.retain(|&slot, _| slot > stable);
         self.agreements.retain(|&slot, _| slot > stable);
         self.unreplied.retain(|&slot, _| slot > stable);
-        if let Some(anchor) = self.checkpoints.anchor() {
-            let start = self
-                .log
-                .iter()
-                .position(|e| e.ui().counter == anchor)
-                .unwrap_or(0);
-            self.log.drain(..start);
+        if let Some((anchor, proof)) = self.checkpoints.anchor() {
+            if let Some(start) = self.log.iter().position(|e| e.ui().counter == anchor) {
+                self.log.drain(..start);
+                self.log_start = (anchor, proof);
+            }
         }
     }
 
@@ -570,14 +587,21 @@ impl ReplicaCore {
                 base: self.history.base.clone(),
                 prepares: self.history.since_base.clone(),
                 log: self.log.clone(),
+                anchor_proof: self.log_start.1.clone(),
             };
             let bytes = ViewChange::warranted_bytes(self.me, self.group, next_view, &body.digest());
             self.warranting = Some(Warranting::ViewChange { next_view, body });
             return vec![Action::Warrant { bytes }];
         }
         if let Some((slot, chain, book)) = self.checkpoint_due.pop_front() {
-            let bytes = Checkpoint::warranted_bytes(self.me, slot, &chain, &book);
-            self.warranting = Some(Warranting::Checkpoint { slot, chain, book });
+            let anchors = self.checkpoints.anchors_for(slot);
+            let bytes = Checkpoint::warranted_bytes(self.me, slot, &chain, &book, &anchors);
+            self.warranting = Some(Warranting::Checkpoint {
+                slot,
+                chain,
+                book,
+                anchors,
+            });
             return vec![Action::Warrant { bytes }];
         }
         if self.changing_to.is_some() {
@@ -661,12 +685,18 @@ impl ReplicaCore {
                     view_change: Box::new(view_change),
                 }]
             }
-            Some(Warranting::Checkpoint { slot, chain, book }) => {
+            Some(Warranting::Checkpoint {
+                slot,
+                chain,
+                book,
+                anchors,
+            }) => {
                 let checkpoint = Checkpoint {
                     replica: self.me,
                     slot,
                     chain,
                     book,
+                    anchors,
                     ui,
                 };
                 self.log.push(Warranted::Checkpoint(checkpoint.clone()));
@@ -770,15 +800,25 @@ impl ReplicaCore {
             .offer(sender, digest, &ui, message)
             .map_err(Reject::Warrant)?;
         let mut actions = Vec::new();
+        // Everything released goes through, even after one is refused (the verifier will not
+        // release it again); refusals are counted through `take_refusals`.
         for d in delivered {
             match d.payload {
-                FromPeer::Commit(c) => actions.extend(self.delivered_commit(c)?),
+                // The high watermark as the peer's warrant order shows it.
+                FromPeer::Commit(c) if !self.checkpoints.peer_may_commit(c.replica, c.slot) => {
+                    self.refusals.push(Reject::AboveWatermark);
+                }
+                FromPeer::Commit(c) => match self.delivered_commit(c) {
+                    Ok(more) => actions.extend(more),
+                    Err(reject) => self.refusals.push(reject),
+                },
                 FromPeer::ViewChange(vc) => {
                     let left = self.left.entry(vc.replica).or_insert(vc.next_view);
                     *left = (*left).max(vc.next_view);
                     actions.extend(self.asked_for(vc.next_view, self.group, vc.replica));
                 }
                 FromPeer::Checkpoint(c) => {
+                    self.checkpoints.delivered(&c);
                     if let Some(stable) = self.checkpoints.vote(c) {
                         self.collect_garbage(stable);
                     }
@@ -787,6 +827,12 @@ impl ReplicaCore {
         }
         actions.extend(self.try_accept_all());
         Ok(actions)
+    }
+
+    /// Messages refused after their warrant was accepted (a peer's messages released in its
+    /// counter order together), for the driver to count.
+    pub fn take_refusals(&mut self) -> Vec<Reject> {
+        std::mem::take(&mut self.refusals)
     }
 
     /// A peer's COMMIT in its counter order.
@@ -1329,6 +1375,15 @@ impl ReplicaCore {
 
     fn usig(&self, node: NodeId) -> Result<UsigId, Reject> {
         self.cluster.usig_of(node).ok_or(Reject::BadSignature)
+    }
+}
+
+/// Makes `verifier` follow only the configured USIG epoch of `node`, if the configuration
+/// names one.
+fn pin_epoch<T>(cluster: &Cluster, verifier: &mut OrderedVerifier<T>, node: NodeId) {
+    if let (Some(usig), Some(epoch)) = (cluster.usig_of(node), cluster.usig_epoch_of(node)) {
+        // A fresh verifier follows any epoch.
+        let _ = verifier.begin_epoch(usig, epoch);
     }
 }
 

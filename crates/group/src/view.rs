@@ -5,8 +5,8 @@
 use crate::order::OrderBook;
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Commit, NewView, NodeId, Prepare, StableCheckpoint, View, ViewChange,
-    Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    chain, chain_start, Anchor, Checkpoint, Commit, NewView, NodeId, Prepare, StableCheckpoint,
+    View, ViewChange, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -57,6 +57,8 @@ pub enum Invalid {
     Quorum,
     #[error("the stable checkpoint is not f+1 matching CHECKPOINTs from every group for the book it carries")]
     Checkpoint,
+    #[error("the log starts at a CHECKPOINT that f+1 members of the group do not report as the sender's first at its slot")]
+    Anchor,
 }
 
 /// The primary of a view: the candidates take turns.
@@ -165,6 +167,9 @@ impl Checker {
         let dir = &cluster.directory;
         dir.verify_ui(usig, &vc.own_warranted_bytes(), &vc.ui)
             .map_err(|_| Invalid::Warrant)?;
+        if !in_configured_epoch(&cluster, vc.replica, &vc.ui) {
+            return Err(Invalid::Warrant);
+        }
         let low = match &vc.body.checkpoint {
             None => Low::start(&cluster),
             Some(proof) => stable(&cluster, proof)?,
@@ -177,7 +182,10 @@ impl Checker {
         if first != 1 {
             match log.first() {
                 Some(Warranted::Checkpoint(c))
-                    if c.replica == vc.replica && c.slot + CHECKPOINT_INTERVAL <= low.slot => {}
+                    if c.replica == vc.replica && c.slot + CHECKPOINT_INTERVAL <= low.slot =>
+                {
+                    anchored(&cluster, vc, c)?
+                }
                 _ => return Err(Invalid::LogGap),
             }
         }
@@ -236,6 +244,9 @@ impl Checker {
             }
             dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
                 .map_err(|_| Invalid::Prepare)?;
+            if !in_configured_epoch(&cluster, primary, &p.ui) {
+                return Err(Invalid::Prepare);
+            }
             slots.resize(index - 1, Slot::Null);
             slots.push(Slot::Prepare(p.clone()));
         }
@@ -281,6 +292,9 @@ impl Checker {
             .directory
             .verify_ui(usig, &nv.own_warranted_bytes(), &nv.ui)
             .map_err(|_| Invalid::Warrant)?;
+        if !in_configured_epoch(&cluster, nv.primary, &nv.ui) {
+            return Err(Invalid::Warrant);
+        }
         let mut senders = BTreeSet::new();
         let mut per_group: BTreeMap<u32, usize> = BTreeMap::new();
         let mut shown = Vec::new();
@@ -353,6 +367,40 @@ fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
         chain: chain_at,
         proof: Some(proof.clone()),
     })
+}
+
+/// Whether a warrant of `node` is of the USIG epoch the configuration pins (if it pins one):
+/// a node that rebooted into another epoch must not show one history in each.
+fn in_configured_epoch(cluster: &Cluster, node: NodeId, ui: &usig::UniqueWarrant) -> bool {
+    cluster
+        .usig_epoch_of(node)
+        .is_none_or(|epoch| ui.epoch == epoch)
+}
+
+/// Checks that f+1 members of the sender's group report `c` as its first CHECKPOINT at its
+/// slot, in their CHECKPOINTs an interval above it. At least one of them is correct and saw the
+/// sender's messages in counter order, so the log cannot start at a second CHECKPOINT for an old
+/// slot warranted after COMMITs it would hide (docs/protocol.md, "Anchors").
+fn anchored(cluster: &Cluster, vc: &ViewChange, c: &Checkpoint) -> Result<(), Invalid> {
+    let anchor = Anchor::of(vc.replica, &c.ui);
+    let mut reporters = BTreeSet::new();
+    for report in &vc.body.anchor_proof {
+        let member = cluster.members(vc.group).any(|r| r.id == report.replica.0);
+        let usig = cluster.usig_of(report.replica).filter(|_| member);
+        let usig = usig.ok_or(Invalid::Anchor)?;
+        let reports = report.slot == c.slot + CHECKPOINT_INTERVAL && report.reports(&anchor);
+        let warranted = cluster
+            .directory
+            .verify_ui(usig, &report.own_warranted_bytes(), &report.ui)
+            .is_ok();
+        if !reports || !warranted || !reporters.insert(report.replica) {
+            return Err(Invalid::Anchor);
+        }
+    }
+    if reporters.len() <= cluster.config.f {
+        return Err(Invalid::Anchor);
+    }
+    Ok(())
 }
 
 /// True when the COMMIT is for what the history (the slots after `low`) holds at its slot,
@@ -480,6 +528,7 @@ mod tests {
             base: None,
             prepares,
             log,
+            anchor_proof: Vec::new(),
         };
         let (replica, group) = (NodeId(replica), GroupId(group));
         let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body.digest());
@@ -539,6 +588,20 @@ mod tests {
         assert_eq!(checked.err(), Some(Invalid::LogGap));
     }
 
+    /// A member whose TPM rebooted warrants in a new epoch from counter 1: its VIEW-CHANGE would
+    /// look complete but could leave out everything of its configured epoch, so it is refused.
+    #[test]
+    fn a_view_change_in_another_usig_epoch_than_configured_is_refused() {
+        let cluster = cluster();
+        let mut rebooted = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
+        let vc = view_change(&mut rebooted, 101, 0, Vec::new(), Vec::new());
+        let checked = Checker::new(cluster.clone()).view_change(&vc);
+        assert_eq!(checked.err(), Some(Invalid::Warrant));
+        // The same in the configured epoch is fine.
+        let vc = view_change(&mut usig(NodeId(101)), 101, 0, Vec::new(), Vec::new());
+        assert!(Checker::new(cluster).view_change(&vc).is_ok());
+    }
+
     #[test]
     fn forged_and_misplaced_view_changes_are_refused() {
         let cluster = cluster();
@@ -572,6 +635,156 @@ mod tests {
         let mut tampered = member(&cluster, 103, 0, &prepares(2));
         tampered.body.prepares.pop();
         assert_eq!(checker.view_change(&tampered).err(), Some(Invalid::Warrant));
+    }
+
+    /// Warrants a CHECKPOINT of `replica` at `slot` reporting `anchors`.
+    fn checkpoint(
+        who: &mut SoftUsig,
+        replica: u32,
+        slot: u64,
+        chain: MessageDigest,
+        book: MessageDigest,
+        anchors: Vec<Anchor>,
+    ) -> Checkpoint {
+        let replica = NodeId(replica);
+        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &anchors);
+        Checkpoint {
+            replica,
+            slot,
+            chain,
+            book,
+            anchors,
+            ui: who.create_ui(&bytes).unwrap(),
+        }
+    }
+
+    /// A stable checkpoint at slot 2K: f+1 matching CHECKPOINTs from both groups.
+    fn stable_at_two_intervals(cluster: &Cluster) -> StableCheckpoint {
+        let book = OrderBook::new(cluster);
+        let chain = MessageDigest::of(b"history up to 2K");
+        let certificate = [101, 102, 201, 202]
+            .map(|r| {
+                let mut who = usig(NodeId(r));
+                let slot = 2 * CHECKPOINT_INTERVAL;
+                checkpoint(&mut who, r, slot, chain, book.digest(), Vec::new())
+            })
+            .to_vec();
+        StableCheckpoint {
+            certificate,
+            book: book.encode(),
+        }
+    }
+
+    /// Member 103's VIEW-CHANGE after a stable checkpoint at 2K whose log starts at `log[0]`
+    /// (a CHECKPOINT of its at slot K), with `proof` as the reports of that anchor.
+    fn anchored_view_change(
+        who: &mut SoftUsig,
+        cluster: &Cluster,
+        log: Vec<Warranted>,
+        anchor_proof: Vec<Checkpoint>,
+    ) -> ViewChange {
+        let body = ViewChangeBody {
+            checkpoint: Some(stable_at_two_intervals(cluster)),
+            base: None,
+            prepares: Vec::new(),
+            log,
+            anchor_proof,
+        };
+        let (replica, group) = (NodeId(103), GroupId(0));
+        let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body.digest());
+        ViewChange {
+            replica,
+            group,
+            next_view: View(1),
+            body,
+            ui: who.create_ui(&bytes).unwrap(),
+        }
+    }
+
+    /// A Byzantine member warrants its CHECKPOINT at K, then a COMMIT, then a second CHECKPOINT
+    /// at K, and starts its log at the second to hide the COMMIT: its peers report the first,
+    /// so the log is refused; the log from the first, with the same reports, is accepted.
+    #[test]
+    fn a_log_must_start_at_the_first_checkpoint_that_f_plus_one_peers_report() {
+        let cluster = cluster();
+        let k = CHECKPOINT_INTERVAL;
+        let (chain, book) = (
+            MessageDigest::of(b"at K"),
+            OrderBook::new(&cluster).digest(),
+        );
+        let mut byzantine = usig(NodeId(103));
+        // Something warranted before, so that no log below starts at counter 1.
+        byzantine.create_ui(b"earlier").unwrap();
+        let first = checkpoint(&mut byzantine, 103, k, chain, book, Vec::new());
+        let slots = slots_of(&prepares(1));
+        let hidden = commit(&cluster, &mut byzantine, 103, &slots, 1);
+        let second = checkpoint(&mut byzantine, 103, k, chain, book, Vec::new());
+        let reports = |anchor: &Checkpoint| {
+            [101, 102]
+                .map(|r| {
+                    let mut who = usig(NodeId(r));
+                    let reported = vec![Anchor::of(NodeId(103), &anchor.ui)];
+                    checkpoint(&mut who, r, 2 * k, chain, book, reported)
+                })
+                .to_vec()
+        };
+        let mut checker = Checker::new(cluster.clone());
+        // Its USIG after those four warrants (soft warrants of one key do not depend on each
+        // other, so each VIEW-CHANGE below can take counter 5).
+        let forked = || {
+            let mut who = usig(NodeId(103));
+            for _ in 0..4 {
+                who.create_ui(b"spent").unwrap();
+            }
+            who
+        };
+        // Its correct peers delivered its messages in counter order: they report the first.
+        let hiding = anchored_view_change(
+            &mut forked(),
+            &cluster,
+            vec![Warranted::Checkpoint(second.clone())],
+            reports(&first),
+        );
+        assert_eq!(checker.view_change(&hiding).err(), Some(Invalid::Anchor));
+        // Its own report of the second plus one correct report of the first are not f+1.
+        let mut own = usig(NodeId(103));
+        let self_report = checkpoint(
+            &mut own,
+            103,
+            2 * k,
+            chain,
+            book,
+            vec![Anchor::of(NodeId(103), &second.ui)],
+        );
+        let mut mixed = reports(&first);
+        mixed[1] = self_report;
+        let hiding = anchored_view_change(
+            &mut forked(),
+            &cluster,
+            vec![Warranted::Checkpoint(second.clone())],
+            mixed,
+        );
+        assert_eq!(checker.view_change(&hiding).err(), Some(Invalid::Anchor));
+        // No reports at all.
+        let bare = anchored_view_change(
+            &mut forked(),
+            &cluster,
+            vec![Warranted::Checkpoint(second.clone())],
+            Vec::new(),
+        );
+        assert_eq!(checker.view_change(&bare).err(), Some(Invalid::Anchor));
+        // From the first, with the COMMIT in it, and f+1 reports: valid.
+        let honest = anchored_view_change(
+            &mut byzantine,
+            &cluster,
+            vec![
+                Warranted::Checkpoint(first.clone()),
+                hidden,
+                Warranted::Checkpoint(second),
+            ],
+            reports(&first),
+        );
+        assert!(checker.view_change(&honest).is_ok());
     }
 
     fn new_view(primary: u32, view_changes: Vec<ViewChange>) -> NewView {

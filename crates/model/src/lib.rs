@@ -1,5 +1,6 @@
 //! A model check (stateright) of CloudBFT's commit rule and view-change rule as designed in
-//! docs/protocol.md ("View change, checkpoints and recovery"), for f = 1.
+//! docs/protocol.md ("View change, checkpoints and recovery"), for f = 1, and of where a
+//! VIEW-CHANGE's log may start after checkpoints ([`anchor`]).
 //!
 //! # What is modelled
 //!
@@ -77,7 +78,27 @@
 //! configuration checked. The checks also confirm that f VIEW-CHANGEs per group, 2f+1 from the
 //! whole cluster, or counting a peer's COMMIT warranted after its VIEW-CHANGE
 //! ([`CloudBft::commits_after_view_change`]) lose decisions.
+//!
+//! # Checkpoint anchors ([`anchor`])
+//!
+//! A second, self-contained model checks where a VIEW-CHANGE's log may start once replicas
+//! take checkpoints (docs/protocol.md, "Open safety gap"): one group of three (one Byzantine),
+//! three slots, checkpoint interval 1 (the watermark is slot s − 2), and a Byzantine replica
+//! that warrants COMMITs and CHECKPOINTs for any slot in any order. **The old rule (a log may
+//! start at any own CHECKPOINT at slot ≤ low − K) is refuted**: the Byzantine replica warrants
+//! CHECKPOINT 2, COMMIT 3, CHECKPOINT 1 (or CHECKPOINT 1, COMMIT 3, CHECKPOINT 1 again) and
+//! starts its log at the last one under the stable checkpoint 2; with a correct VIEW-CHANGE
+//! that holds slots 1 and 2 only, slot 3 is null in the cut, while the other correct replica
+//! decides it with the Byzantine COMMIT.
+//! **Anchor reports** (a log starts at counter 1 or at the sender's CHECKPOINT at x ≤ low − K
+//! that f+1 CHECKPOINTs at x + K report as its first at x, counting only CHECKPOINTs whose
+//! slot goes above every earlier one of their sender) keep every decided slot, exhaustively
+//! with up to 5 Byzantine messages (7, and 4 slots, in `examples/anchor_deep_check.rs`).
+//! Reports from f members, reports that let a sender's CHECKPOINT slots go down, and
+//! receivers that count a peer's COMMIT without its CHECKPOINT at the watermark before it are
+//! refuted: the rule needs all three.
 
+pub mod anchor;
 pub mod commit;
 pub mod commit_db;
 pub mod new_view;

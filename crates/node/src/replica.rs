@@ -313,6 +313,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::Warrant(usig::VerifyError::Replay { .. }) => "duplicate_warrant",
         Reject::Warrant(_) => "bad_warrant",
         Reject::InvalidNewView => "invalid_new_view",
+        Reject::AboveWatermark => "above_watermark",
     }
 }
 
@@ -348,6 +349,9 @@ fn on_frame(
             return Vec::new();
         }
     };
+    for reject in core.take_refusals() {
+        metrics.reject(reject_label(&reject));
+    }
     result.unwrap_or_else(|reject| {
         if let Reject::Warrant(e) = &reject {
             tracing::debug!(error = %e, "warrant refused");

@@ -66,6 +66,11 @@ pub struct NodeConfig {
     /// The physical machine (failure domain) the node runs on.
     pub machine: String,
     pub usig: u64,
+    /// The USIG epoch this identity starts the configuration epoch in (written by the launcher
+    /// from usigd). Verifiers refuse its warrants of any other epoch; without it they follow the
+    /// first epoch they see, which a Byzantine node that reboots its TPM could split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usig_epoch: Option<u64>,
     pub public_key: String,
 }
 
@@ -86,6 +91,11 @@ pub struct ReplicaConfig {
     pub addr: String,
     pub machine: String,
     pub usig: u64,
+    /// The USIG epoch this identity starts the configuration epoch in (written by the launcher
+    /// from usigd). Verifiers refuse its warrants of any other epoch; without it they follow the
+    /// first epoch they see, which a Byzantine node that reboots its TPM could split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usig_epoch: Option<u64>,
     pub public_key: String,
 }
 
@@ -282,6 +292,17 @@ impl Cluster {
     }
 
     /// The USIG identity of a primary candidate or replica.
+    /// The configured USIG epoch of a primary candidate or replica, if the configuration
+    /// pins one.
+    pub fn usig_epoch_of(&self, node: NodeId) -> Option<usig::Epoch> {
+        let primary = self.config.primaries.iter().find(|p| p.id == node.0);
+        let replica = self.config.replicas.iter().find(|r| r.id == node.0);
+        primary
+            .and_then(|p| p.usig_epoch)
+            .or(replica.and_then(|r| r.usig_epoch))
+            .map(usig::Epoch)
+    }
+
     pub fn usig_of(&self, node: NodeId) -> Option<UsigId> {
         let primary = self
             .config

@@ -20,6 +20,6 @@ pub use message::{
 };
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
-    Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange, ViewChangeBody,
-    Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    Anchor, Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
+    ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };

@@ -33,6 +33,7 @@ impl TestCluster {
                     addr: format!("sim:{id}"),
                     machine: format!("p{id}"),
                     usig: usig_id(NodeId(id)).0,
+                    usig_epoch: Some(1),
                     public_key: node_key(NodeId(id)).public_key().to_hex(),
                 })
                 .collect(),
@@ -61,6 +62,7 @@ impl TestCluster {
                     addr: format!("sim:{}", id.0),
                     machine: format!("m{k}"),
                     usig: usig_id(id).0,
+                    usig_epoch: Some(1),
                     public_key: node_key(id).public_key().to_hex(),
                 });
                 c.enrollments.push(enrollment(id));
@@ -91,7 +93,12 @@ pub fn usig_id(node: NodeId) -> UsigId {
 
 /// A node's soft USIG (in memory, epoch 1).
 pub fn usig(node: NodeId) -> SoftUsig {
-    SoftUsig::in_memory(usig_id(node), seed(b'u', u64::from(node.0)), Epoch(1))
+    usig_in_epoch(node, Epoch(1))
+}
+
+/// A node's USIG in another epoch than the configured one (as after a reboot of its TPM).
+pub fn usig_in_epoch(node: NodeId, epoch: Epoch) -> SoftUsig {
+    SoftUsig::in_memory(usig_id(node), seed(b'u', u64::from(node.0)), epoch)
 }
 
 /// A node's signing key.

@@ -45,8 +45,32 @@ pub struct Checkpoint {
     pub slot: u64,
     pub chain: MessageDigest,
     pub book: MessageDigest,
+    /// For each member of the sender's group (itself included), the warrant of that member's
+    /// first CHECKPOINT at `slot - CHECKPOINT_INTERVAL`, as the sender delivered it: f+1 of these
+    /// let a VIEW-CHANGE's log start there (docs/protocol.md, "Anchors").
+    pub anchors: Vec<Anchor>,
     /// The replica's warrant over [`Checkpoint::warranted_bytes`].
     pub ui: UniqueWarrant,
+}
+
+/// Where a replica's first CHECKPOINT at a slot sits in its warrant sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Anchor {
+    pub replica: NodeId,
+    /// The warrant's USIG epoch.
+    pub epoch: u64,
+    pub counter: u64,
+}
+
+impl Anchor {
+    /// The position of `replica`'s message warranted by `ui`.
+    pub fn of(replica: NodeId, ui: &UniqueWarrant) -> Self {
+        Anchor {
+            replica,
+            epoch: ui.epoch.0,
+            counter: ui.counter,
+        }
+    }
 }
 
 impl Checkpoint {
@@ -56,13 +80,32 @@ impl Checkpoint {
         slot: u64,
         chain: &MessageDigest,
         book: &MessageDigest,
+        anchors: &[Anchor],
     ) -> Vec<u8> {
-        canonical(&(b"cloudbft/checkpoint/v1", replica, slot, chain.0, book.0))
+        canonical(&(
+            b"cloudbft/checkpoint/v2",
+            replica,
+            slot,
+            chain.0,
+            book.0,
+            anchors,
+        ))
     }
 
     /// This CHECKPOINT's warranted bytes.
     pub fn own_warranted_bytes(&self) -> Vec<u8> {
-        Self::warranted_bytes(self.replica, self.slot, &self.chain, &self.book)
+        Self::warranted_bytes(
+            self.replica,
+            self.slot,
+            &self.chain,
+            &self.book,
+            &self.anchors,
+        )
+    }
+
+    /// Whether it vouches that `anchor` is its replica's first CHECKPOINT an interval below.
+    pub fn reports(&self, anchor: &Anchor) -> bool {
+        self.anchors.contains(anchor)
     }
 }
 
@@ -128,6 +171,10 @@ pub struct ViewChangeBody {
     /// Every message it warranted before this VIEW-CHANGE, in counter order: from its first
     /// warrant, or from its own CHECKPOINT at least one interval below the stable checkpoint.
     pub log: Vec<Warranted>,
+    /// When the log starts at a CHECKPOINT: f+1 CHECKPOINTs of its group, an interval above
+    /// that one, each reporting it as the sender's first at its slot ([`Checkpoint::anchors`]);
+    /// empty when the log starts at the first warrant.
+    pub anchor_proof: Vec<Checkpoint>,
 }
 
 impl ViewChangeBody {

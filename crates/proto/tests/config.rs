@@ -29,6 +29,7 @@ fn valid() -> ClusterConfig {
             addr: "127.0.0.1:1".into(),
             machine: "m0".into(),
             usig: 1000,
+            usig_epoch: None,
             public_key: key(1),
         }],
         groups: vec![
@@ -55,6 +56,7 @@ fn valid() -> ClusterConfig {
                 addr: format!("127.0.0.1:{id}"),
                 machine: format!("m{k}"),
                 usig: 1000 + u64::from(id),
+                usig_epoch: None,
                 public_key: key(id as u8),
             });
             c.enrollments.push(enrollment(1000 + u64::from(id)));

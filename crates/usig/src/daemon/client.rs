@@ -52,6 +52,14 @@ impl UsigdClient {
         }
     }
 
+    /// The USIG epoch this identity warrants in now, for the cluster configuration.
+    pub fn epoch(&mut self) -> Result<Epoch, UsigError> {
+        match self.call(&Request::Epoch)? {
+            Response::Epoch { epoch } => Ok(Epoch(epoch)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// This identity's enrollment record, for the cluster configuration.
     pub fn enrollment(&mut self) -> Result<EnrollmentRecord, UsigError> {
         match self.call(&Request::Enrollment)? {

@@ -20,6 +20,8 @@ pub enum Request {
     Last,
     /// The identity's enrollment record as TOML.
     Enrollment,
+    /// The USIG epoch the identity warrants in now (for the cluster configuration).
+    Epoch,
 }
 
 /// What usigd answers.
@@ -35,6 +37,9 @@ pub enum Response {
     },
     Enrollment {
         toml: String,
+    },
+    Epoch {
+        epoch: u64,
     },
     /// The request failed; the connection stays usable unless the request was malformed.
     Error {

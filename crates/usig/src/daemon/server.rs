@@ -80,6 +80,14 @@ impl UsigdBackend {
         }
     }
 
+    /// The epoch `identity` warrants in now.
+    pub fn epoch(&mut self, identity: UsigId) -> Result<crate::Epoch, UsigError> {
+        match self {
+            UsigdBackend::Soft(soft) => Ok(soft_usig(soft, identity)?.epoch()),
+            UsigdBackend::Tpm(tpm) => Ok(tpm.epoch()),
+        }
+    }
+
     /// What the cluster configuration must record for `identity`.
     pub fn enrollment(&mut self, identity: UsigId) -> Result<EnrollmentRecord, UsigError> {
         let enrollment = match self {
@@ -316,6 +324,9 @@ fn handle(request: Request, identity: UsigId, shared: &Shared) -> Response {
                 .map(|toml| Response::Enrollment { toml })
                 .map_err(|e| UsigError::Daemon(e.to_string()))
         }),
+        Request::Epoch => backend
+            .epoch(identity)
+            .map(|e| Response::Epoch { epoch: e.0 }),
         Request::Hello { .. } => Ok(Response::Welcome),
     };
     result.unwrap_or_else(|e| {
