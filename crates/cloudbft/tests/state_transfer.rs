@@ -261,9 +261,12 @@ fn catches_up(base_port: u16, extra: &[&str]) {
             .map(|(_, c)| *c)
             .collect();
         let n = times.iter().filter(|&&t| t >= window && t < next).count();
+        // The last window ends with the last transfer.
+        let span = next.min(end).duration_since(window).as_secs_f64();
         eprintln!(
-            "  {:>5.1} s  {n:>4}/s {marks}",
-            window.duration_since(start).as_secs_f64()
+            "  {:>5.1} s  {:>5.0}/s {marks}",
+            window.duration_since(start).as_secs_f64(),
+            n as f64 / span
         );
         window = next;
     }
