@@ -63,8 +63,9 @@ pub fn prepare(args: &KeygenArgs) -> Result<(PathBuf, bool)> {
     if seen.iter().any(|&(_, o)| o != order) {
         tracing::warn!(
             ?seen,
-            "database nodes stopped at different orders: the ones behind need state transfer \
-             (not available yet) and will not execute new operations"
+            "database nodes stopped at different orders: the ones behind cannot execute the new \
+             epoch's operations and will ask the others for their state once they stall \
+             (state transfer, docs/state-transfer.md)"
         );
     }
     let mut config: ClusterConfig = cluster.config;

@@ -1,9 +1,10 @@
 //! A database node that lost its database catches up by state transfer, under load, across
-//! processes: `cloudbft demo` (bank; two groups, three database nodes on SQLite) runs
-//! closed-loop transfers; database node 12 is killed with SIGKILL, its database files are
-//! deleted, and it is started again on an empty database. The replicas re-send it only what it
-//! has not answered, so the orders it executed before are gone for good: its decided executions
-//! wait behind them, it stalls, and it asks the other two for their state (docs/state-transfer.md).
+//! processes: `cloudbft demo` (bank; two groups, three database nodes on SQLite, and again on
+//! PostgreSQL) runs
+//! closed-loop transfers; database node 12 is killed with SIGKILL, its database is deleted, and
+//! it is started again on an empty database. The replicas re-send it only what it has not
+//! answered, so the orders it executed before are gone for good: its decided executions wait
+//! behind them, it stalls, and it asks the other two for their state (docs/state-transfer.md).
 //!
 //! Checked: the state transfer completes (and none fails), every bank transfer completes, money
 //! is conserved, the node catches up with the others and every database ends with the same
@@ -13,8 +14,8 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::Demo;
 use common::{balance, db_states, highest_order, invoke, kill, metric, node_process, restart};
+use common::{Demo, PgDatabases};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
@@ -33,18 +34,32 @@ const IDLE_ACCOUNTS: u32 = 800;
 const BEFORE: usize = 500;
 const AFTER: usize = 800;
 
-/// Deletes an SQLite database and its WAL files.
-fn wipe(url: &str) {
-    let path = url
-        .strip_prefix("sqlite:")
-        .and_then(|rest| rest.split('?').next())
-        .expect("the demo's database nodes run SQLite");
-    for suffix in ["", "-wal", "-shm"] {
-        let file = format!("{path}{suffix}");
-        if Path::new(&file).exists() {
-            std::fs::remove_file(&file).unwrap();
+/// Deletes a database node's database: an SQLite file and its WAL files, or a PostgreSQL
+/// database (the node creates an empty one when it starts).
+async fn wipe(url: &str) {
+    use sqlx::Connection;
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        let path = rest.split('?').next().unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let file = format!("{path}{suffix}");
+            if Path::new(&file).exists() {
+                std::fs::remove_file(&file).unwrap();
+            }
         }
+        return;
     }
+    let (server, name) = url.rsplit_once('/').expect("a PostgreSQL URL");
+    sqlx::any::install_default_drivers();
+    let mut admin = sqlx::AnyConnection::connect(&format!("{server}/postgres"))
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    admin.close().await.unwrap();
 }
 
 /// Polls (there is no other notification across processes) until `ready` holds, at most
@@ -60,10 +75,26 @@ fn until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Instan
 
 #[test]
 fn a_database_node_restarted_on_an_empty_database_catches_up_by_state_transfer() {
+    catches_up(61040, &[]);
+}
+
+#[test]
+fn the_same_on_postgresql() {
+    let databases = PgDatabases::new("st");
+    catches_up(61070, &databases.args());
+}
+
+/// The test, on a cluster started with `extra` arguments.
+fn catches_up(base_port: u16, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let demo = Demo::start(&data, 61040, 63040, &["--application", "bank"]);
+    let demo = Demo::start(
+        &data,
+        base_port,
+        base_port + 2000,
+        &[&["--application", "bank"], extra].concat(),
+    );
     let config = demo.config();
     let cluster = Arc::new(Cluster::load(&config).unwrap());
     let database = cluster
@@ -141,7 +172,7 @@ fn a_database_node_restarted_on_an_empty_database_catches_up_by_state_transfer()
         counted.wait_for(|&n| n >= BEFORE).await.unwrap();
         let args = kill(&config, "dbnode", 12);
         let killed = Instant::now();
-        wipe(&database);
+        wipe(&database).await;
         let child = restart(&config, &args, "dbnode-12-empty");
         let restarted = Instant::now();
         let transferred = {
@@ -230,9 +261,12 @@ fn a_database_node_restarted_on_an_empty_database_catches_up_by_state_transfer()
             .map(|(_, c)| *c)
             .collect();
         let n = times.iter().filter(|&&t| t >= window && t < next).count();
+        // The last window ends with the last transfer.
+        let span = next.min(end).duration_since(window).as_secs_f64();
         eprintln!(
-            "  {:>5.1} s  {n:>4}/s {marks}",
-            window.duration_since(start).as_secs_f64()
+            "  {:>5.1} s  {:>5.0}/s {marks}",
+            window.duration_since(start).as_secs_f64(),
+            n as f64 / span
         );
         window = next;
     }

@@ -250,6 +250,13 @@ async fn run_app<A: Application>(
                 } => spawn_install(&executor, order, digest, parts, &transfers),
             }
         }
+        if transfer_began.is_some() && voter.transferring().is_none() {
+            transfer_began = None;
+            tracing::info!(
+                "this database node caught up on its own (the missing executions arrived): \
+                 state transfer dropped"
+            );
+        }
     }
     tracing::info!(id = me.0, "database node stopping");
     peers.shutdown().await;

@@ -427,6 +427,17 @@ impl VoterCore {
                 });
             }
         }
+        // The node caught up on its own (the missing predecessors arrived after all): no
+        // transfer needed.
+        let executed = self.st.executed_through;
+        if self
+            .st
+            .own
+            .as_ref()
+            .is_some_and(|t| !t.installing && executed >= t.target)
+        {
+            self.st.own = None;
+        }
         let quorum = self.quorum();
         let idle = self.running.is_empty();
         if let Some(t) = self.st.own.as_mut() {
@@ -679,6 +690,23 @@ mod tests {
             w.on_db_checkpoint(&checkpoint(12, 3, 3, Some([1; 32]))),
             Err(VoterReject::Stale)
         );
+    }
+
+    #[test]
+    fn a_node_that_catches_up_on_its_own_drops_its_transfer() {
+        let (mut v, _) = stalled();
+        let late = [execution(1, &[(0, 1)], &[0]), execution(2, &[(1, 1)], &[1])];
+        assert_eq!(batches(&decide(&mut v, &late)), vec![vec![1, 3], vec![2]]);
+        v.executed(1, vec![]);
+        v.executed(3, vec![]);
+        assert_eq!(v.transferring(), Some(3));
+        v.executed(2, vec![]);
+        assert_eq!(v.transferring(), None);
+        assert_eq!(
+            v.on_state_chunk(chunk(12, 3, 0, true, 0)),
+            Err(VoterReject::Stale)
+        );
+        assert!(ticks(&mut v, ATTEMPT_TICKS).is_empty(), "nothing waits");
     }
 
     #[test]
