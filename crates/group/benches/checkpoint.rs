@@ -19,13 +19,14 @@ fn book(clients: u64) -> OrderBook {
             request: request(c, 1, &[(c % 4) as u8]),
         })
         .collect();
-    let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries);
+    let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
     let prepare = Prepare {
         view: View(0),
         config_epoch: ConfigEpoch(1),
         primary: NodeId(0),
         ui: usig(NodeId(0)).create_ui(&bytes).unwrap(),
         entries,
+        joins: Vec::new(),
     };
     let mut book = OrderBook::new(&cluster);
     book.order(&cluster, &BytesArePartitions, &prepare);

@@ -269,6 +269,14 @@ impl Checkpoints {
         }
     }
 
+    /// A member's JOIN was ordered: what we learnt of its earlier incarnation no longer counts
+    /// (its new CHECKPOINTs start over, in its new warrant sequence).
+    pub fn rejoined(&mut self, member: NodeId) {
+        if let Some(m) = self.members.get_mut(&member) {
+            *m = Member::default();
+        }
+    }
+
     /// Our history was replaced by a new view's cut: the snapshots taken of the old one must not
     /// become CHECKPOINTs (the cut's are taken as we re-derive it).
     pub fn restart(&mut self) {

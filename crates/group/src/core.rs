@@ -11,17 +11,21 @@
 use crate::checkpoint::Checkpoints;
 use crate::order::OrderBook;
 use crate::render::Renderer;
-use crate::view::{primary_of, Checker, Cut, Slot};
+use crate::view::{in_configured_epoch, primary_of, stable, Checker, Cut, Low, Slot};
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId,
-    NewView, NodeId, PartitionRule, Prepare, Proposal, Reply, ReplyCommitDb, ReqViewChange,
-    Request, Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId, Join,
+    NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb,
+    ReqViewChange, Request, Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
+    CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use usig::{MessageDigest, OrderedVerifier, UniqueWarrant, UsigId, VerifyError, DEFAULT_WINDOW};
+use usig::{
+    Delivered, Epoch, MessageDigest, OrderedVerifier, UniqueWarrant, UsigId, VerifyError,
+    DEFAULT_WINDOW,
+};
 
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +77,15 @@ pub enum Action {
     },
     /// Send to the client.
     SendReply(Reply),
+    /// Send our JOIN to every primary candidate (we restarted and forgot what we warranted).
+    SendJoin(Join),
+    /// Ask the other members of our group for their stable state (signed by the driver).
+    RequestRecovery,
+    /// Send our stable state to a recovering member of our group.
+    SendRecoveryState {
+        to: NodeId,
+        state: Box<RecoveryState>,
+    },
 }
 
 /// Why a message was dropped (counted by the driver).
@@ -92,6 +105,18 @@ pub enum Reject {
     InvalidNewView,
     /// A peer's COMMIT for a slot above the high watermark of its CHECKPOINTs so far.
     AboveWatermark,
+    /// A recovery state that does not check out (crate::core::Unusable says why).
+    InvalidRecoveryState(Unusable),
+}
+
+/// Why a recovering replica cannot use a peer's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unusable {
+    /// Not f+1 CHECKPOINTs of every group for the book carried.
+    Checkpoint,
+    /// The proposal at the stable slot, with the witness, does not hash to the checkpoint's
+    /// running digest, or its warrant or its view's NEW-VIEW does not verify.
+    Proposal,
 }
 
 /// A message a group member warranted for its peers.
@@ -155,6 +180,23 @@ enum Warranting {
         book: MessageDigest,
         anchors: Vec<Anchor>,
     },
+    Join,
+}
+
+/// A restarted replica on its way back (docs/protocol.md, "Replica recovery").
+struct Recovering {
+    /// Our JOIN, once warranted.
+    join: Option<Join>,
+    /// Tick at which we last sent it and asked our peers for their state.
+    asked: u64,
+}
+
+/// What a recovering peer needs to follow the primary from a checkpoint slot: the proposal
+/// that filled it, the running digest before it, and the NEW-VIEW of its view.
+struct Witness {
+    before: MessageDigest,
+    at: Proposal,
+    base: Option<Vec<u8>>,
 }
 
 /// Where this replica's history stands: the NEW-VIEW it last accepted (the history starts with
@@ -189,6 +231,8 @@ const RETRY_TICKS: u64 = 4;
 const MAX_BACKOFF: u32 = 5;
 /// The request timer doubles with each consecutive view change, up to this many times.
 const MAX_TIMER_DOUBLING: u32 = 6;
+/// Ticks between a recovering replica's re-sent JOINs and requests for state.
+const RECOVERY_RETRY_TICKS: u64 = 10;
 
 /// What a replica keeps of its history ([`ReplicaCore::retained`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -270,6 +314,13 @@ pub struct ReplicaCore {
     ticks: u64,
     /// See [`ReplicaCore::take_refusals`].
     refusals: Vec<Reject>,
+    /// Set while we recover after a restart: we take part in nothing until we installed a
+    /// peer's stable state that covers our JOIN.
+    recovering: Option<Recovering>,
+    /// For checkpoint slots from the stable one on, what a recovering peer needs.
+    witnesses: BTreeMap<u64, Witness>,
+    /// A rejoined peer's messages released by its JOIN, to process after the PREPARE.
+    released: Vec<Delivered<FromPeer>>,
 }
 
 impl ReplicaCore {
@@ -341,7 +392,28 @@ impl ReplicaCore {
             future: Vec::new(),
             ticks: 0,
             refusals: Vec::new(),
+            recovering: None,
+            witnesses: BTreeMap::new(),
+            released: Vec::new(),
         })
+    }
+
+    /// Starts recovering after a restart: we forgot what we warranted, so we warrant a JOIN
+    /// and take part in nothing until a peer's stable state covers it.
+    pub fn recover(&mut self) -> Vec<Action> {
+        self.recovering = Some(Recovering {
+            join: None,
+            asked: self.ticks,
+        });
+        self.warranting = Some(Warranting::Join);
+        vec![Action::Warrant {
+            bytes: Join::warranted_bytes(self.me, self.cluster.epoch()),
+        }]
+    }
+
+    /// True while recovering after a restart.
+    pub fn is_recovering(&self) -> bool {
+        self.recovering.is_some()
     }
 
     /// The primary this replica follows (its current view's).
@@ -399,6 +471,10 @@ impl ReplicaCore {
     /// A PREPARE or NEW-VIEW from a primary candidate (or a PREPARE carried by a peer's COMMIT).
     /// Each candidate's messages are processed in its counter order, whatever their view.
     pub fn on_proposal(&mut self, proposal: Proposal) -> Result<Vec<Action>, Reject> {
+        // A recovering replica does not know where the candidates' sequences stand yet.
+        if self.recovering.is_some() {
+            return Ok(Vec::new());
+        }
         let sender = proposal.primary();
         if !self
             .cluster
@@ -440,6 +516,8 @@ impl ReplicaCore {
                 counters,
             });
         }
+        let released = std::mem::take(&mut self.released);
+        actions.extend(self.from_peers(released));
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
         if invalid {
@@ -465,6 +543,14 @@ impl ReplicaCore {
             self.history.next_slot += 1;
         }
         let digest = prepare.digest();
+        if slot % CHECKPOINT_INTERVAL == 0 {
+            let witness = Witness {
+                before: self.history.chain,
+                at: Proposal::Prepare(prepare.clone()),
+                base: self.history.base.clone(),
+            };
+            self.witnesses.insert(slot, witness);
+        }
         self.history.chain = chain(&self.history.chain, Some(&digest));
         self.history.next_slot = slot + 1;
         self.history.since_base.push(prepare.clone());
@@ -514,6 +600,7 @@ impl ReplicaCore {
         self.decided.retain(|&slot, _| slot > stable);
         self.agreements.retain(|&slot, _| slot > stable);
         self.unreplied.retain(|&slot, _| slot > stable);
+        self.witnesses.retain(|&slot, _| slot >= stable);
         if let Some((anchor, proof)) = self.checkpoints.anchor() {
             if let Some(start) = self.log.iter().position(|e| e.ui().counter == anchor) {
                 self.log.drain(..start);
@@ -525,6 +612,11 @@ impl ReplicaCore {
     /// Orders a PREPARE's entries in the order book, cancels the timers of the requests it
     /// orders, and returns our group's executions.
     fn order(&mut self, prepare: &Prepare) -> Vec<Execution> {
+        for join in &prepare.joins {
+            if self.book.join(&self.cluster, join) {
+                self.rejoined(join);
+            }
+        }
         let ordered = self.book.order(&self.cluster, self.rule.as_ref(), prepare);
         let mut mine = Vec::new();
         for (g, e) in ordered {
@@ -542,6 +634,28 @@ impl ReplicaCore {
             }
         }
         mine
+    }
+
+    /// A JOIN was ordered: a peer of our group restarted, so we follow its new warrant sequence
+    /// from the JOIN on and forget its earlier CHECKPOINTs.
+    fn rejoined(&mut self, join: &Join) {
+        let peer = join.replica;
+        let mate = self.cluster.members(self.group).any(|r| r.id == peer.0);
+        let Some(usig) = self
+            .cluster
+            .usig_of(peer)
+            .filter(|_| mate && peer != self.me)
+        else {
+            return;
+        };
+        let digest = MessageDigest::of(&join.own_warranted_bytes());
+        match self.peers.resume_after(usig, &digest, &join.ui) {
+            Ok(released) => self.released.extend(released),
+            // Only an incarnation before the one we follow: nothing to do.
+            Err(e) => tracing::debug!(peer = peer.0, error = %e, "JOIN behind the peer's sequence"),
+        }
+        self.checkpoints.rejoined(peer);
+        tracing::info!(peer = peer.0, "a peer of our group rejoined");
     }
 
     /// Opens (or completes) the agreement on a slot with our executions and queues our COMMIT.
@@ -577,7 +691,7 @@ impl ReplicaCore {
     /// Starts warranting our VIEW-CHANGE, a CHECKPOINT that is due, or our next COMMIT if the
     /// USIG is free.
     fn next_warrant(&mut self) -> Vec<Action> {
-        if self.warranting.is_some() {
+        if self.warranting.is_some() || self.recovering.is_some() {
             return Vec::new();
         }
         self.queue_checkpoints();
@@ -638,6 +752,18 @@ impl ReplicaCore {
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
         let mut actions = match self.warranting.take() {
             None => return Vec::new(),
+            Some(Warranting::Join) => {
+                let join = Join {
+                    replica: self.me,
+                    config_epoch: self.cluster.epoch(),
+                    ui,
+                };
+                if let Some(r) = self.recovering.as_mut() {
+                    r.join = Some(join.clone());
+                    r.asked = self.ticks;
+                }
+                return vec![Action::SendJoin(join), Action::RequestRecovery];
+            }
             Some(Warranting::Commit {
                 slot,
                 proposal,
@@ -759,6 +885,9 @@ impl ReplicaCore {
     /// A CHECKPOINT from a replica: from our group in its counter order (it shares the counter
     /// sequence of its COMMITs), from another group checked on its own.
     pub fn on_checkpoint(&mut self, checkpoint: Checkpoint) -> Result<Vec<Action>, Reject> {
+        if self.recovering.is_some() {
+            return Ok(Vec::new());
+        }
         let replica = checkpoint.replica;
         let bytes = checkpoint.own_warranted_bytes();
         if self.cluster.members(self.group).any(|r| r.id == replica.0) {
@@ -793,12 +922,22 @@ impl ReplicaCore {
         if !self.cluster.members(self.group).any(|r| r.id == replica.0) || replica == self.me {
             return Err(Reject::NotMember);
         }
+        if self.recovering.is_some() {
+            return Ok(Vec::new());
+        }
         let sender = self.usig(replica)?;
         let digest = MessageDigest::of(bytes);
         let delivered = self
             .peers
             .offer(sender, digest, &ui, message)
             .map_err(Reject::Warrant)?;
+        let mut actions = self.from_peers(delivered);
+        actions.extend(self.try_accept_all());
+        Ok(actions)
+    }
+
+    /// Peers' messages released in their counter order.
+    fn from_peers(&mut self, delivered: Vec<Delivered<FromPeer>>) -> Vec<Action> {
         let mut actions = Vec::new();
         // Everything released goes through, even after one is refused (the verifier will not
         // release it again); refusals are counted through `take_refusals`.
@@ -825,8 +964,7 @@ impl ReplicaCore {
                 }
             }
         }
-        actions.extend(self.try_accept_all());
-        Ok(actions)
+        actions
     }
 
     /// Messages refused after their warrant was accepted (a peer's messages released in its
@@ -1043,6 +1181,9 @@ impl ReplicaCore {
     /// send to the primary themselves, so it is forwarded to the primary only once it has
     /// waited (see [`ReplicaCore::on_tick`]).
     pub fn on_request(&mut self, request: &Request) -> Vec<Action> {
+        if self.recovering.is_some() {
+            return Vec::new();
+        }
         if let Some(reply) = self.replies.get(&request.client) {
             if reply.timestamp == request.timestamp {
                 return vec![Action::SendReply(reply.clone())];
@@ -1105,6 +1246,9 @@ impl ReplicaCore {
 
     /// A REQ-VIEW-CHANGE from a replica (of any group).
     pub fn on_req_view_change(&mut self, req: &ReqViewChange) -> Result<Vec<Action>, Reject> {
+        if self.recovering.is_some() {
+            return Ok(Vec::new());
+        }
         let group = self
             .cluster
             .config
@@ -1237,7 +1381,16 @@ impl ReplicaCore {
             if at <= start.slot {
                 continue;
             }
-            self.history.chain = chain(&self.history.chain, slot.digest().as_ref());
+            let before = self.history.chain;
+            self.history.chain = chain(&before, slot.digest().as_ref());
+            if at == end && at % CHECKPOINT_INTERVAL == 0 {
+                let witness = Witness {
+                    before,
+                    at: Proposal::NewView(nv.clone()),
+                    base: None,
+                };
+                self.witnesses.insert(at, witness);
+            }
             if let Slot::Prepare(p) = slot {
                 let mine = self.order(p);
                 if self.decided.get(&at) != Some(&p.digest()) {
@@ -1265,6 +1418,185 @@ impl ReplicaCore {
         actions
     }
 
+    /// A recovering member of our group asks for our stable state (its signature checked by the
+    /// driver): the stable checkpoint and what follows the primary from it.
+    pub fn on_recovery_request(&self, from: NodeId) -> Vec<Action> {
+        let stable = self.checkpoints.stable();
+        let witness = self.witnesses.get(&stable.slot);
+        let (Some(proof), Some(w)) = (&stable.proof, witness) else {
+            return Vec::new();
+        };
+        if self.recovering.is_some() || from == self.me {
+            return Vec::new();
+        }
+        let state = RecoveryState {
+            replica: self.me,
+            stable: proof.clone(),
+            witness: w.before,
+            at: w.at.clone(),
+            base: w.base.clone(),
+        };
+        vec![Action::SendRecoveryState {
+            to: from,
+            state: Box::new(state),
+        }]
+    }
+
+    /// A peer's stable state while we recover. Used once it is a stable checkpoint that covers
+    /// our JOIN and tells where to follow every peer from; we then continue from it like any
+    /// replica that reached that checkpoint, vouching for it with our own CHECKPOINT.
+    pub fn on_recovery_state(&mut self, state: RecoveryState) -> Result<Vec<Action>, Reject> {
+        let Some(join) = self.recovering.as_ref().and_then(|r| r.join.clone()) else {
+            return Ok(Vec::new());
+        };
+        let unusable = Reject::InvalidRecoveryState;
+        let low =
+            stable(&self.cluster, &state.stable).map_err(|_| unusable(Unusable::Checkpoint))?;
+        let (view, base, base_slot, base_counter) = self
+            .continue_from(&state, &low)
+            .ok_or(unusable(Unusable::Proposal))?;
+        let book = low.book(&self.cluster);
+        // Not covering our JOIN yet, or not proving where every peer stands: a later one will.
+        if book.incarnation(self.me) != Some(join.incarnation()) {
+            return Ok(Vec::new());
+        }
+        let Some(anchors) = self.anchors_in(&low, &book) else {
+            return Ok(Vec::new());
+        };
+        let primary = self.usig(state.at.primary())?;
+        let digest = MessageDigest::of(&state.at.warranted_bytes());
+        self.primaries
+            .resume_after(primary, &digest, state.at.ui())
+            .map_err(|_| unusable(Unusable::Proposal))?;
+        for a in &anchors {
+            let resumed = self.usig(a.replica).map(|usig| {
+                self.peers
+                    .resume_at(usig, Epoch(a.epoch), a.counter, a.chain)
+            });
+            if let Ok(Err(e)) = resumed {
+                tracing::warn!(peer = a.replica.0, error = %e, "cannot follow a peer from its anchor");
+            }
+        }
+        let slot = low.slot;
+        self.checkpoint_due
+            .push_back((slot, low.chain, book.digest()));
+        self.history = History {
+            base,
+            base_slot,
+            base_counter,
+            since_base: Vec::new(),
+            chain: low.chain,
+            next_slot: slot + 1,
+        };
+        self.checkpoints.install(low);
+        self.book = book;
+        self.view = view;
+        self.requested = view;
+        self.witnesses.insert(
+            slot,
+            Witness {
+                before: state.witness,
+                at: state.at,
+                base: state.base,
+            },
+        );
+        self.recovering = None;
+        tracing::info!(
+            slot,
+            view = view.0,
+            "recovered from a peer's stable checkpoint"
+        );
+        Ok(self.next_warrant())
+    }
+
+    /// Where the stable checkpoint's CHECKPOINTs of our group put each other member: the anchor
+    /// all f+1 of them report (a position correct replicas followed the member through), unless
+    /// the member rejoined since.
+    fn anchors_in(&self, low: &Low, book: &crate::order::OrderBook) -> Option<Vec<Anchor>> {
+        let proof = low.proof.as_ref()?;
+        let members: BTreeSet<NodeId> = self
+            .cluster
+            .members(self.group)
+            .map(|r| NodeId(r.id))
+            .collect();
+        let reporters: Vec<&Checkpoint> = proof
+            .certificate
+            .iter()
+            .filter(|c| members.contains(&c.replica))
+            .collect();
+        if reporters.len() <= self.f() {
+            return None;
+        }
+        let mut anchors = Vec::new();
+        for &member in members.iter().filter(|&&m| m != self.me) {
+            let find = |c: &&Checkpoint| c.anchors.iter().find(|a| a.replica == member).copied();
+            let first = find(&reporters[0])?;
+            if !reporters.iter().all(|c| find(c) == Some(first)) {
+                return None;
+            }
+            let at = proto::Incarnation {
+                epoch: first.epoch,
+                counter: first.counter,
+            };
+            if book.incarnation(member).is_some_and(|joined| joined > at) {
+                return None;
+            }
+            anchors.push(first);
+        }
+        Some(anchors)
+    }
+
+    /// Checks the proposal at the stable slot against the checkpoint's running digest, and
+    /// returns the view, its NEW-VIEW, and the NEW-VIEW's slot and counter to continue from.
+    fn continue_from(
+        &mut self,
+        state: &RecoveryState,
+        low: &Low,
+    ) -> Option<(View, Option<Vec<u8>>, u64, u64)> {
+        let at = &state.at;
+        let primary = at.primary();
+        let warranted = self.cluster.usig_of(primary).is_some_and(|usig| {
+            self.cluster
+                .directory
+                .verify_ui(usig, &at.warranted_bytes(), at.ui())
+                .is_ok()
+        });
+        if chain(&state.witness, Some(&at.digest())) != low.chain
+            || !warranted
+            || at.config_epoch() != self.cluster.epoch()
+            || !in_configured_epoch(&self.cluster, primary, at.ui())
+        {
+            return None;
+        }
+        match at {
+            Proposal::NewView(nv) => {
+                let cut = self.checker.new_view(nv).ok()?;
+                (cut.end() == low.slot)
+                    .then(|| (nv.view, Some(nv.encode()), low.slot, nv.ui.counter))
+            }
+            Proposal::Prepare(p) => {
+                if p.primary != primary_of(&self.cluster, p.view) {
+                    return None;
+                }
+                let (base_slot, base_counter) = match &state.base {
+                    None if p.view == View(0) => (0, 0),
+                    None => return None,
+                    Some(bytes) => {
+                        let nv = NewView::decode(bytes)?;
+                        let cut = self.checker.new_view(&nv).ok()?;
+                        if nv.view != p.view {
+                            return None;
+                        }
+                        (cut.end(), nv.ui.counter)
+                    }
+                };
+                let fits = p.ui.counter > base_counter
+                    && base_slot + (p.ui.counter - base_counter) == low.slot;
+                fits.then(|| (p.view, state.base.clone(), base_slot, base_counter))
+            }
+        }
+    }
+
     /// The request timer, doubled for each consecutive view change.
     fn timer(&self) -> u64 {
         self.timeout << self.consecutive_changes.min(MAX_TIMER_DOUBLING)
@@ -1276,6 +1608,17 @@ impl ReplicaCore {
     pub fn on_tick(&mut self) -> Vec<Action> {
         self.ticks += 1;
         let now = self.ticks;
+        if let Some(r) = self.recovering.as_mut() {
+            let Some(join) = r
+                .join
+                .clone()
+                .filter(|_| now - r.asked >= RECOVERY_RETRY_TICKS)
+            else {
+                return Vec::new();
+            };
+            r.asked = now;
+            return vec![Action::SendJoin(join), Action::RequestRecovery];
+        }
         let mut actions = Vec::new();
         let timer = self.timer();
         match self.changing_to {

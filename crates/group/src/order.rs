@@ -2,7 +2,10 @@
 //! sequence of PREPAREs (docs/protocol.md, "Global order and partitions").
 
 use proto::config::Cluster;
-use proto::{ClientId, Execution, GroupId, PartitionId, PartitionRule, Prepare, Request};
+use proto::{
+    ClientId, Execution, GroupId, Incarnation, Join, NodeId, PartitionId, PartitionRule, Prepare,
+    Request,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use usig::MessageDigest;
@@ -17,6 +20,9 @@ pub struct OrderBook {
     next_seq: Vec<u64>,
     /// Newest ordered timestamp per client.
     last_ordered: BTreeMap<ClientId, u64>,
+    /// The incarnation of every replica whose JOIN was ordered (docs/protocol.md, "Replica
+    /// recovery"); the others are in their configured first one.
+    incarnations: BTreeMap<NodeId, Incarnation>,
 }
 
 impl OrderBook {
@@ -31,7 +37,41 @@ impl OrderBook {
                 .map(|p| start.positions.get(p).copied().unwrap_or(0) + 1)
                 .collect(),
             last_ordered: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
         }
+    }
+
+    /// The incarnation of `replica` whose JOIN was ordered last, if any.
+    pub fn incarnation(&self, replica: NodeId) -> Option<Incarnation> {
+        self.incarnations.get(&replica).copied()
+    }
+
+    /// Orders a JOIN carried by a PREPARE: true when it starts a newer incarnation of a replica
+    /// of the configuration (valid warrant, this epoch, later than its current incarnation).
+    /// Every replica decides this alike, so checkpoints certify the result.
+    pub fn join(&mut self, cluster: &Cluster, join: &Join) -> bool {
+        let replica = cluster
+            .config
+            .replicas
+            .iter()
+            .any(|r| r.id == join.replica.0);
+        let usig = cluster.usig_of(join.replica).filter(|_| replica);
+        let warranted = usig.is_some_and(|u| {
+            cluster
+                .directory
+                .verify_ui(u, &join.own_warranted_bytes(), &join.ui)
+                .is_ok()
+        });
+        let incarnation = join.incarnation();
+        let current = self.incarnation(join.replica).unwrap_or(Incarnation {
+            epoch: cluster.usig_epoch_of(join.replica).map_or(0, |e| e.0),
+            counter: 0,
+        });
+        if !warranted || join.config_epoch != cluster.epoch() || incarnation <= current {
+            return false;
+        }
+        self.incarnations.insert(join.replica, incarnation);
+        true
     }
 
     /// The canonical encoding a checkpoint carries.
@@ -129,13 +169,14 @@ mod tests {
                 request,
             })
             .collect();
-        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries);
+        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
         let ui = usig(NodeId(0)).create_ui(&bytes).unwrap();
         Prepare {
             view: View(0),
             config_epoch: ConfigEpoch(1),
             primary: NodeId(0),
             entries,
+            joins: Vec::new(),
             ui,
         }
     }

@@ -57,6 +57,8 @@ pub enum Invalid {
     Quorum,
     #[error("the stable checkpoint is not f+1 matching CHECKPOINTs from every group for the book it carries")]
     Checkpoint,
+    #[error("the VIEW-CHANGE is not of the incarnation the stable checkpoint's order book records for its sender (a restarted replica counts only once a stable checkpoint covers its JOIN)")]
+    Incarnation,
     #[error("the log starts at a CHECKPOINT that f+1 members of the group do not report as the sender's first at its slot")]
     Anchor,
 }
@@ -167,22 +169,32 @@ impl Checker {
         let dir = &cluster.directory;
         dir.verify_ui(usig, &vc.own_warranted_bytes(), &vc.ui)
             .map_err(|_| Invalid::Warrant)?;
-        if !in_configured_epoch(&cluster, vc.replica, &vc.ui) {
-            return Err(Invalid::Warrant);
-        }
         let low = match &vc.body.checkpoint {
             None => Low::start(&cluster),
             Some(proof) => stable(&cluster, proof)?,
         };
-        // Every message the sender warranted since its first, or since its own CHECKPOINT an
+        // Only the incarnation the stable checkpoint records counts: a restarted replica's
+        // VIEW-CHANGEs count once a stable checkpoint covers its JOIN (docs/protocol.md,
+        // "Replica recovery").
+        let joined = low.book(&cluster).incarnation(vc.replica);
+        let (in_incarnation, after) = match joined {
+            Some(i) => (vc.ui.epoch.0 == i.epoch, i.counter),
+            None => (in_configured_epoch(&cluster, vc.replica, &vc.ui), 0),
+        };
+        if !in_incarnation {
+            return Err(Invalid::Incarnation);
+        }
+        // Every message the sender warranted since its first (of its incarnation), or since its own CHECKPOINT an
         // interval below the stable one (the high watermark keeps every COMMIT after the
         // stable checkpoint behind that CHECKPOINT), so none can be left out.
         let log = &vc.body.log;
         let first = log.first().map_or(vc.ui.counter, |e| e.ui().counter);
-        if first != 1 {
+        if first != after + 1 {
             match log.first() {
                 Some(Warranted::Checkpoint(c))
-                    if c.replica == vc.replica && c.slot + CHECKPOINT_INTERVAL <= low.slot =>
+                    if c.replica == vc.replica
+                        && c.slot + CHECKPOINT_INTERVAL <= low.slot
+                        && first > after =>
                 {
                     anchored(&cluster, vc, c)?
                 }
@@ -323,7 +335,7 @@ impl Checker {
 
 /// Checks a stable checkpoint: f+1 matching CHECKPOINTs from every group, warranted by their
 /// senders, for the book carried.
-fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
+pub fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
     let first = proof.certificate.first().ok_or(Invalid::Checkpoint)?;
     let (slot, chain_at, book) = (first.slot, first.chain, first.book);
     let book_fits = OrderBook::decode(&proof.book, cluster).is_some();
@@ -371,7 +383,11 @@ fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
 
 /// Whether a warrant of `node` is of the USIG epoch the configuration pins (if it pins one):
 /// a node that rebooted into another epoch must not show one history in each.
-fn in_configured_epoch(cluster: &Cluster, node: NodeId, ui: &usig::UniqueWarrant) -> bool {
+pub(crate) fn in_configured_epoch(
+    cluster: &Cluster,
+    node: NodeId,
+    ui: &usig::UniqueWarrant,
+) -> bool {
     cluster
         .usig_epoch_of(node)
         .is_none_or(|epoch| ui.epoch == epoch)
@@ -481,12 +497,13 @@ mod tests {
                     request: request(1, ts, &[0]),
                 }];
                 let epoch = proto::ConfigEpoch(1);
-                let bytes = Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries);
+                let bytes = Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries, &[]);
                 Prepare {
                     view: View(0),
                     config_epoch: epoch,
                     primary: NodeId(0),
                     entries,
+                    joins: Vec::new(),
                     ui: primary.create_ui(&bytes).unwrap(),
                 }
             })
@@ -606,7 +623,7 @@ mod tests {
         let mut rebooted = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
         let vc = view_change(&mut rebooted, 101, 0, Vec::new(), Vec::new());
         let checked = Checker::new(cluster.clone()).view_change(&vc);
-        assert_eq!(checked.err(), Some(Invalid::Warrant));
+        assert_eq!(checked.err(), Some(Invalid::Incarnation));
         // The same in the configured epoch is fine.
         let vc = view_change(&mut usig(NodeId(101)), 101, 0, Vec::new(), Vec::new());
         assert!(Checker::new(cluster).view_change(&vc).is_ok());
@@ -670,7 +687,11 @@ mod tests {
 
     /// A stable checkpoint at slot 2K: f+1 matching CHECKPOINTs from both groups.
     fn stable_at_two_intervals(cluster: &Cluster) -> StableCheckpoint {
-        let book = OrderBook::new(cluster);
+        stable_with_book(&OrderBook::new(cluster))
+    }
+
+    /// A stable checkpoint at 2K (every group's f+1) whose order book is `book`.
+    fn stable_with_book(book: &OrderBook) -> StableCheckpoint {
         let chain = MessageDigest::of(b"history up to 2K");
         let certificate = [101, 102, 201, 202]
             .map(|r| {
@@ -701,6 +722,51 @@ mod tests {
             anchor_proof,
         };
         warrant_view_change(who, 103, 0, body)
+    }
+
+    /// A member restarted (its TPM rebooted: epoch 2) and its JOIN was ordered: its VIEW-CHANGE
+    /// counts only with a stable checkpoint whose book records that JOIN, and only from right
+    /// after it; one without, or that leaves out a message after the JOIN, is refused.
+    #[test]
+    fn a_rejoined_member_counts_once_a_stable_checkpoint_covers_its_join() {
+        let cluster = cluster();
+        let mut rebooted = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
+        let bytes = proto::Join::warranted_bytes(NodeId(101), cluster.epoch());
+        let join = proto::Join {
+            replica: NodeId(101),
+            config_epoch: cluster.epoch(),
+            ui: rebooted.create_ui(&bytes).unwrap(),
+        };
+        let mut book = OrderBook::new(&cluster);
+        assert!(book.join(&cluster, &join));
+        assert!(!book.join(&cluster, &join), "an incarnation is joined once");
+        let covered = stable_with_book(&book);
+        let body = |checkpoint| ViewChangeBody {
+            checkpoint,
+            base: None,
+            prepares: Vec::new(),
+            log: Vec::new(),
+            anchor_proof: Vec::new(),
+        };
+        let mut checker = Checker::new(cluster.clone());
+        // The rebooted USIG right after its JOIN (counter 1 of epoch 2).
+        let after_join = || {
+            let mut u = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
+            u.create_ui(&bytes).unwrap();
+            u
+        };
+        let vc = warrant_view_change(&mut after_join(), 101, 0, body(None));
+        assert_eq!(checker.view_change(&vc).err(), Some(Invalid::Incarnation));
+        let uncovered = body(Some(stable_at_two_intervals(&cluster)));
+        let vc = warrant_view_change(&mut after_join(), 101, 0, uncovered);
+        assert_eq!(checker.view_change(&vc).err(), Some(Invalid::Incarnation));
+        let vc = warrant_view_change(&mut after_join(), 101, 0, body(Some(covered.clone())));
+        assert!(checker.view_change(&vc).is_ok());
+        // A message warranted after the JOIN and left out of the log is a gap.
+        let mut hid_one = after_join();
+        hid_one.create_ui(b"a COMMIT it forgot").unwrap();
+        let vc = warrant_view_change(&mut hid_one, 101, 0, body(Some(covered)));
+        assert_eq!(checker.view_change(&vc).err(), Some(Invalid::LogGap));
     }
 
     /// A Byzantine member warrants its CHECKPOINT at K, then a COMMIT, then a second CHECKPOINT

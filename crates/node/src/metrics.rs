@@ -242,6 +242,9 @@ pub fn kind(message: &proto::Message) -> &'static str {
         StateRequest(_) => "state_request",
         DbCheckpoint(_) => "db_checkpoint",
         StateChunk(_) => "state_chunk",
+        Join(_) => "join",
+        RecoveryRequest(_) => "recovery_request",
+        RecoveryState(_) => "recovery_state",
     }
 }
 

@@ -99,42 +99,48 @@ fn on_frame(
     let Some(message) = metrics.decode(frame) else {
         return Vec::new();
     };
-    match message {
-        Message::Request(request) => match core.on_request(request) {
-            Ok(actions) => {
-                metrics.requests.inc();
-                actions
-            }
-            Err(rejection) => {
-                let label = match rejection {
-                    Rejection::UnknownClient => "unknown_client",
-                    Rejection::BadSignature => "bad_client_signature",
-                    Rejection::BadPartitions => "bad_partitions",
-                    Rejection::Duplicate => "duplicate_request",
-                    // Clients send every request to every candidate: a standby one drops it,
-                    // and that is no sign of a faulty peer.
-                    Rejection::NotPrimary => return Vec::new(),
-                };
-                metrics.reject(label);
-                Vec::new()
-            }
-        },
+    let result = match message {
+        Message::Request(request) => core.on_request(request).inspect(|_| {
+            metrics.requests.inc();
+        }),
+        Message::Join(join) => {
+            tracing::info!(
+                replica = join.replica.0,
+                "a restarted replica asks to rejoin"
+            );
+            core.on_join(join)
+        }
         Message::FetchPrepares(fetch) => {
             on_fetch(core, cluster, peers, metrics, fetch);
-            Vec::new()
+            Ok(Vec::new())
         }
-        Message::ViewChange(vc) => core.on_view_change(vc).unwrap_or_else(|invalid| {
+        Message::ViewChange(vc) => Ok(core.on_view_change(vc).unwrap_or_else(|invalid| {
             tracing::debug!(error = %invalid, "VIEW-CHANGE refused");
             metrics.reject("invalid_view_change");
             Vec::new()
-        }),
+        })),
         // Replicas tell candidates too; the VIEW-CHANGEs that follow are what counts here.
-        Message::ReqViewChange(_) => Vec::new(),
+        Message::ReqViewChange(_) => Ok(Vec::new()),
         other => {
             metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
-            Vec::new()
+            Ok(Vec::new())
         }
-    }
+    };
+    result.unwrap_or_else(|rejection| {
+        let label = match rejection {
+            Rejection::UnknownClient => "unknown_client",
+            Rejection::BadSignature => "bad_client_signature",
+            Rejection::BadPartitions => "bad_partitions",
+            Rejection::Duplicate => "duplicate_request",
+            // Clients send every request to every candidate: a standby one drops it,
+            // and that is no sign of a faulty peer.
+            // Replicas send JOINs to every candidate too.
+            Rejection::NotPrimary => return Vec::new(),
+            Rejection::BadJoin => "bad_join",
+        };
+        metrics.reject(label);
+        Vec::new()
+    })
 }
 
 /// Answers a replica's signed fetch with the PREPAREs it lost, at its configured address.

@@ -10,7 +10,7 @@ use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
 use group::log::Segments;
 use proto::config::Cluster;
-use proto::{FetchCommits, FetchPrepares, Message, NodeId, Proposal, Signature};
+use proto::{FetchCommits, FetchPrepares, Message, NodeId, Proposal, RecoveryRequest, Signature};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -42,24 +42,27 @@ enum LogCommand {
 
 type Appender = std::sync::mpsc::Sender<LogCommand>;
 
-/// Starts the log thread over the configuration epoch's decision log.
+/// Starts the log thread over the configuration epoch's decision log. Returns whether an
+/// earlier run of this configuration epoch used this data directory: the replica then forgot
+/// what it warranted and must recover (docs/protocol.md, "Replica recovery").
 fn start_log(
     data_dir: &Path,
     epoch: u64,
-) -> Result<(Appender, mpsc::UnboundedReceiver<Synced>), NodeError> {
-    std::fs::create_dir_all(data_dir).map_err(|source| group::log::LogError::Io {
+) -> Result<(Appender, mpsc::UnboundedReceiver<Synced>, bool), NodeError> {
+    let io = |source| group::log::LogError::Io {
         path: data_dir.to_path_buf(),
         source,
-    })?;
+    };
+    std::fs::create_dir_all(data_dir).map_err(io)?;
+    // Written before our first warrant: its presence means an earlier run of this epoch.
+    let marker = data_dir.join(format!("started-epoch-{epoch}"));
+    let restarted = marker.exists();
+    std::fs::File::create(&marker)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
     // A new configuration epoch starts the protocol afresh; earlier epochs' logs stay for audit.
     let (mut log, earlier) = Segments::open(data_dir, epoch)?;
-    if earlier > 0 {
-        tracing::warn!(
-            decisions = earlier,
-            "decisions of an earlier run of this epoch are not replayed (recovery is issue 5): \
-             start a new configuration epoch to restart a cluster"
-        );
-    }
+    let restarted = restarted || earlier > 0;
     let (append, records) = std::sync::mpsc::channel::<LogCommand>();
     let (synced, results) = mpsc::unbounded_channel();
     std::thread::Builder::new()
@@ -91,7 +94,7 @@ fn start_log(
             path: data_dir.to_path_buf(),
             source,
         })?;
-    Ok((append, results))
+    Ok((append, results, restarted))
 }
 
 /// How long a request may wait to be ordered before a replica asks for a view change.
@@ -121,7 +124,8 @@ pub async fn run(
         view_timeout_ticks(options.node.tick),
     )
     .ok_or(NodeError::UnknownNode(me.0))?;
-    let (append, mut synced) = start_log(&options.data_dir, cluster.config.config_epoch)?;
+    let (append, mut synced, restarted) =
+        start_log(&options.data_dir, cluster.config.config_epoch)?;
     let Started {
         metrics,
         peers,
@@ -160,9 +164,21 @@ pub async fn run(
     let mut stable = 0;
     let mut tick = tokio::time::interval(options.node.tick);
     tracing::info!(id = me.0, group = group.0, "replica running");
+    let mut first = Vec::new();
+    if restarted {
+        tracing::warn!(
+            id = me.0,
+            "an earlier run of this configuration epoch used this data directory: rejoining \
+             the group (JOIN, then state from a peer)"
+        );
+        first = core.recover();
+    }
     tokio::pin!(shutdown);
     loop {
-        let actions = tokio::select! {
+        let actions = if !first.is_empty() {
+            std::mem::take(&mut first)
+        } else {
+            tokio::select! {
             _ = &mut shutdown => break,
             Some(inbound) = inbound.recv() => {
                 on_frame(&mut core, &cluster, &metrics, &inbound.frame)
@@ -181,6 +197,7 @@ pub async fn run(
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
                 core.on_tick()
+            }
             }
         };
         for action in actions {
@@ -263,6 +280,21 @@ pub async fn run(
                         None => peers.to_nodes(db_nodes.iter().copied(), &m),
                     }
                 }
+                Action::SendJoin(join) => {
+                    peers.to_nodes(candidates.iter().copied(), &Message::Join(join));
+                }
+                Action::RequestRecovery => {
+                    let request = RecoveryRequest {
+                        replica: me,
+                        signature: Signature([0; 64]),
+                    }
+                    .sign(&key);
+                    let m = Message::RecoveryRequest(request);
+                    peers.to_nodes(mates.iter().copied(), &m);
+                }
+                Action::SendRecoveryState { to, state } => {
+                    peers.to_node(to, &Message::RecoveryState(state));
+                }
                 Action::SendReply(reply) => {
                     if let Some(at) = decided_at.remove(&(reply.client, reply.timestamp)) {
                         Metrics::observe(&metrics.reply_seconds, at.elapsed());
@@ -314,6 +346,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::Warrant(_) => "bad_warrant",
         Reject::InvalidNewView => "invalid_new_view",
         Reject::AboveWatermark => "above_watermark",
+        Reject::InvalidRecoveryState(_) => "invalid_recovery_state",
     }
 }
 
@@ -336,14 +369,20 @@ fn on_frame(
         Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
         Message::Request(r) => Ok(core.on_request(&r)),
         Message::FetchCommits(f) => {
-            let mate = cluster.members(core.group()).any(|r| r.id == f.replica.0);
-            let key = cluster.node_key(f.replica).filter(|_| mate);
-            if key.is_some_and(|k| f.verify(k)) {
+            if from_mate(core, cluster, f.replica, |k| f.verify(k)) {
                 Ok(core.on_fetch_commits(f.replica, f.warrants, &f.slots))
             } else {
                 Err(Reject::BadSignature)
             }
         }
+        Message::RecoveryRequest(r) => {
+            if from_mate(core, cluster, r.replica, |k| r.verify(k)) {
+                Ok(core.on_recovery_request(r.replica))
+            } else {
+                Err(Reject::BadSignature)
+            }
+        }
+        Message::RecoveryState(state) => core.on_recovery_state(*state),
         other => {
             metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
             return Vec::new();
@@ -359,4 +398,18 @@ fn on_frame(
         metrics.reject(reject_label(&reject));
         Vec::new()
     })
+}
+
+/// Whether a node-signed message is from a member of our group, with a valid signature.
+fn from_mate(
+    core: &ReplicaCore,
+    cluster: &Cluster,
+    sender: NodeId,
+    verify: impl Fn(&proto::PublicKey) -> bool,
+) -> bool {
+    let mate = cluster.members(core.group()).any(|r| r.id == sender.0);
+    cluster
+        .node_key(sender)
+        .filter(|_| mate)
+        .is_some_and(verify)
 }

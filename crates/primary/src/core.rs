@@ -14,8 +14,8 @@
 use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
 use proto::{
-    ClientId, GroupId, NewView, NodeId, PartitionRule, Prepare, PrepareEntry, Proposal, Request,
-    View, ViewChange,
+    ClientId, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare, PrepareEntry,
+    Proposal, Request, View, ViewChange,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -33,6 +33,8 @@ pub enum Rejection {
     Duplicate,
     /// This candidate is not the primary of its view (yet).
     NotPrimary,
+    /// A JOIN from no replica of the configuration, of another epoch, or with a bad warrant.
+    BadJoin,
 }
 
 /// What the driver must do.
@@ -46,7 +48,7 @@ pub enum Action {
 
 /// What the USIG is warranting now.
 enum Signing {
-    Batch(Vec<PrepareEntry>),
+    Batch(Vec<PrepareEntry>, Vec<Join>),
     NewView(View, Vec<ViewChange>),
 }
 
@@ -61,6 +63,11 @@ pub struct PrimaryCore {
     view: View,
     max_batch: usize,
     pending: VecDeque<PrepareEntry>,
+    /// Restarted replicas' JOINs to order with the next PREPARE, the latest per replica.
+    joins: BTreeMap<NodeId, Join>,
+    /// The incarnation of each replica whose JOIN this candidate ordered (retransmissions of it
+    /// are not ordered again).
+    joined: BTreeMap<NodeId, Incarnation>,
     signing: Option<Signing>,
     last_admitted: BTreeMap<ClientId, u64>,
     /// Recent PREPAREs and NEW-VIEWs by warrant counter, and where each client's latest request
@@ -90,6 +97,8 @@ impl PrimaryCore {
             view,
             max_batch: max_batch.max(1),
             pending: VecDeque::new(),
+            joins: BTreeMap::new(),
+            joined: BTreeMap::new(),
             signing: None,
             last_admitted: BTreeMap::new(),
             recent: BTreeMap::new(),
@@ -145,6 +154,41 @@ impl PrimaryCore {
         Some((view, chosen))
     }
 
+    /// A restarted replica's JOIN: ordered with the next PREPARE if this candidate is the primary
+    /// (docs/protocol.md, "Replica recovery"). The replica re-sends it until it recovered, so a
+    /// candidate that becomes primary later orders it too.
+    pub fn on_join(&mut self, join: Join) -> Result<Vec<Action>, Rejection> {
+        let replica = self
+            .cluster
+            .config
+            .replicas
+            .iter()
+            .any(|r| r.id == join.replica.0);
+        let usig = self.cluster.usig_of(join.replica).filter(|_| replica);
+        let valid = join.config_epoch == self.cluster.epoch()
+            && usig.is_some_and(|u| {
+                self.cluster
+                    .directory
+                    .verify_ui(u, &join.own_warranted_bytes(), &join.ui)
+                    .is_ok()
+            });
+        if !valid {
+            return Err(Rejection::BadJoin);
+        }
+        if !self.is_primary() {
+            return Err(Rejection::NotPrimary);
+        }
+        let incarnation = join.incarnation();
+        let newer = |known: Option<Incarnation>| known.is_none_or(|k| incarnation > k);
+        if !newer(self.joined.get(&join.replica).copied())
+            || !newer(self.joins.get(&join.replica).map(Join::incarnation))
+        {
+            return Ok(Vec::new());
+        }
+        self.joins.insert(join.replica, join);
+        Ok(self.next_batch())
+    }
+
     /// A client request arrived. The retransmission of a request already ordered re-broadcasts
     /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
     /// no replica can see.
@@ -163,9 +207,9 @@ impl PrimaryCore {
 
     /// The USIG warranted the batch or NEW-VIEW in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let entries = match self.signing.take() {
+        let (entries, joins) = match self.signing.take() {
             None => return Vec::new(),
-            Some(Signing::Batch(entries)) => entries,
+            Some(Signing::Batch(entries, joins)) => (entries, joins),
             Some(Signing::NewView(view, view_changes)) => {
                 let nv = NewView {
                     view,
@@ -189,8 +233,12 @@ impl PrimaryCore {
             config_epoch: self.cluster.epoch(),
             primary: self.me,
             entries,
+            joins,
             ui,
         };
+        for j in &prepare.joins {
+            self.joined.insert(j.replica, j.incarnation());
+        }
         for e in &prepare.entries {
             self.ordered_in
                 .insert(e.request.client, (e.request.timestamp, counter));
@@ -286,13 +334,15 @@ impl PrimaryCore {
             self.signing = Some(Signing::NewView(view, view_changes));
             return vec![Action::Warrant { bytes }];
         }
-        if self.pending.is_empty() || !self.is_primary() {
+        if (self.pending.is_empty() && self.joins.is_empty()) || !self.is_primary() {
             return Vec::new();
         }
         let take = self.pending.len().min(self.max_batch);
         let entries: Vec<PrepareEntry> = self.pending.drain(..take).collect();
-        let bytes = Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries);
-        self.signing = Some(Signing::Batch(entries));
+        let joins: Vec<Join> = std::mem::take(&mut self.joins).into_values().collect();
+        let bytes =
+            Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries, &joins);
+        self.signing = Some(Signing::Batch(entries, joins));
         vec![Action::Warrant { bytes }]
     }
 }
@@ -338,6 +388,38 @@ mod tests {
         assert_eq!(prepare.entries.len(), 1);
         assert_eq!(prepare.entries[0].group, GroupId(0));
         assert_eq!(p.pending(), 1, "the next batch took max_batch = 2");
+    }
+
+    fn join(replica: u32, warranted_by: u32) -> Join {
+        let bytes = Join::warranted_bytes(NodeId(replica), proto::ConfigEpoch(1));
+        Join {
+            replica: NodeId(replica),
+            config_epoch: proto::ConfigEpoch(1),
+            ui: usig(NodeId(warranted_by)).create_ui(&bytes).unwrap(),
+        }
+    }
+
+    /// A JOIN is ordered in a PREPARE of its own when nothing else is pending, once; forged ones
+    /// and those of unknown replicas are refused.
+    #[test]
+    fn a_join_is_ordered_once_and_forged_ones_are_refused() {
+        let mut p = primary(4);
+        assert_eq!(p.on_join(join(101, 102)), Err(Rejection::BadJoin));
+        assert_eq!(p.on_join(join(7, 7)), Err(Rejection::BadJoin));
+        let out = p.on_join(join(101, 101)).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(prepare))] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert!(prepare.entries.is_empty());
+        assert_eq!(prepare.joins, vec![join(101, 101)]);
+        assert!(
+            p.on_join(join(101, 101)).unwrap().is_empty(),
+            "a re-sent JOIN is not ordered again"
+        );
     }
 
     #[test]

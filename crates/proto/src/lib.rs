@@ -8,6 +8,7 @@ pub mod crypto;
 pub mod ids;
 pub mod keys;
 pub mod message;
+pub mod recovery;
 pub mod state;
 pub mod testing;
 pub mod view;
@@ -18,6 +19,7 @@ pub use message::{
     chain, chain_start, Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares,
     Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };
+pub use recovery::{Incarnation, Join, RecoveryRequest, RecoveryState};
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
     Anchor, Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,

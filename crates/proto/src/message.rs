@@ -88,6 +88,8 @@ pub struct Prepare {
     pub config_epoch: ConfigEpoch,
     pub primary: NodeId,
     pub entries: Vec<PrepareEntry>,
+    /// Restarted replicas' JOINs, ordered here (docs/protocol.md, "Replica recovery").
+    pub joins: Vec<crate::Join>,
     /// The primary's warrant over [`Prepare::warranted_bytes`].
     pub ui: UniqueWarrant,
 }
@@ -99,13 +101,27 @@ impl Prepare {
         config_epoch: ConfigEpoch,
         primary: NodeId,
         entries: &[PrepareEntry],
+        joins: &[crate::Join],
     ) -> Vec<u8> {
-        canonical(&(b"cloudbft/prepare/v1", view, config_epoch, primary, entries))
+        canonical(&(
+            b"cloudbft/prepare/v2",
+            view,
+            config_epoch,
+            primary,
+            entries,
+            joins,
+        ))
     }
 
     /// This PREPARE's warranted bytes.
     pub fn own_warranted_bytes(&self) -> Vec<u8> {
-        Self::warranted_bytes(self.view, self.config_epoch, self.primary, &self.entries)
+        Self::warranted_bytes(
+            self.view,
+            self.config_epoch,
+            self.primary,
+            &self.entries,
+            &self.joins,
+        )
     }
 
     /// Identifies this exact warranted PREPARE (its fields and the primary's warrant).
@@ -330,6 +346,9 @@ pub enum Message {
     StateRequest(crate::StateRequest),
     DbCheckpoint(crate::DbCheckpoint),
     StateChunk(crate::StateChunk),
+    Join(crate::Join),
+    RecoveryRequest(crate::RecoveryRequest),
+    RecoveryState(Box<crate::RecoveryState>),
 }
 
 /// What travels in one frame: the protocol version and one message.
@@ -420,7 +439,7 @@ mod tests {
             group: GroupId(0),
             request: request(1),
         }];
-        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries);
+        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
         let ui = usig.create_ui(&bytes).unwrap();
         let mut dir = Directory::new();
         dir.enroll(
@@ -434,6 +453,7 @@ mod tests {
             config_epoch: ConfigEpoch(1),
             primary: NodeId(0),
             entries,
+            joins: Vec::new(),
             ui,
         };
         (p, dir)

@@ -60,15 +60,24 @@ pub struct Anchor {
     /// The warrant's USIG epoch.
     pub epoch: u64,
     pub counter: u64,
+    /// The TPM chain value the warrant continues (zero for software warrants): with it, a
+    /// recovering replica can follow the member from exactly this position (docs/protocol.md,
+    /// "Replica recovery").
+    pub chain: [u8; 32],
 }
 
 impl Anchor {
     /// The position of `replica`'s message warranted by `ui`.
     pub fn of(replica: NodeId, ui: &UniqueWarrant) -> Self {
+        let chain = match &ui.certificate {
+            usig::Certificate::Tpm(tpm) => tpm.prev,
+            usig::Certificate::Soft { .. } => [0; 32],
+        };
         Anchor {
             replica,
             epoch: ui.epoch.0,
             counter: ui.counter,
+            chain,
         }
     }
 }
@@ -83,7 +92,7 @@ impl Checkpoint {
         anchors: &[Anchor],
     ) -> Vec<u8> {
         canonical(&(
-            b"cloudbft/checkpoint/v2",
+            b"cloudbft/checkpoint/v3",
             replica,
             slot,
             chain.0,
@@ -273,7 +282,7 @@ impl NewView {
 
 /// What a primary candidate warrants. Every replica processes each candidate's messages in its
 /// counter order, so all correct replicas that accept a NEW-VIEW of a view accept the same one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Proposal {
     Prepare(Prepare),
     NewView(NewView),
@@ -301,6 +310,14 @@ impl Proposal {
         match self {
             Proposal::Prepare(p) => p.config_epoch,
             Proposal::NewView(nv) => nv.config_epoch,
+        }
+    }
+
+    /// Identifies this exact proposal (what a history's slot holds).
+    pub fn digest(&self) -> MessageDigest {
+        match self {
+            Proposal::Prepare(p) => p.digest(),
+            Proposal::NewView(nv) => nv.digest(),
         }
     }
 

@@ -8,10 +8,10 @@ use group::core::{Action as ReplicaAction, ReplicaCore, Retained};
 use group::render::Renderer;
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
-use proto::testing::{client_key, node_key, usig, TestCluster};
+use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
-    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Proposal, Reply, Request,
-    Signature, View,
+    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Proposal, RecoveryRequest,
+    Reply, Request, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -45,6 +45,18 @@ pub enum Fault {
     /// The primary of view 0 sends each PREPARE to a random subset of the replicas and answers
     /// no fetches.
     PrepareToSubset,
+    /// This replica crashes at `crash` (losing everything it did not send) and restarts at
+    /// `restart` (never if `u64::MAX`), with its USIG going on, or in a new epoch as after a
+    /// reboot; it then recovers through a JOIN and a peer's state.
+    RestartReplica {
+        replica: NodeId,
+        crash: u64,
+        restart: u64,
+        new_epoch: bool,
+    },
+    /// This replica sends recovering peers a state whose running digest before the stable slot
+    /// is forged (as if to make them follow another PREPARE).
+    ForgeRecoveryState(NodeId),
 }
 
 /// What to simulate.
@@ -113,6 +125,10 @@ pub struct Outcome {
     pub views: BTreeMap<NodeId, View>,
     /// The most history any replica kept at the end.
     pub retained: Retained,
+    /// Replicas up at the end and still recovering after a restart.
+    pub recovering: usize,
+    /// Recovery states a recovering replica refused.
+    pub refused_states: u64,
     pub time: u64,
 }
 
@@ -164,8 +180,9 @@ enum Addr {
 #[derive(Clone, Debug)]
 enum Msg {
     Proto(Message),
-    /// The replica's USIG thread answers its warrant request.
-    Warranted(UniqueWarrant),
+    /// The replica's USIG thread answers its warrant request (of the replica's run with this
+    /// number: a restarted replica never gets its earlier run's warrants).
+    Warranted(u32, UniqueWarrant),
     FetchPrepares(NodeId, RangeInclusive<u64>),
     FetchCommits(NodeId, Option<RangeInclusive<u64>>, Vec<u64>),
 }
@@ -189,6 +206,9 @@ struct World {
     /// Counters the faulty primary warranted and never sent.
     skipped: BTreeSet<u64>,
     replicas: BTreeMap<NodeId, (ReplicaCore, SoftUsig)>,
+    /// How often each replica restarted.
+    runs: BTreeMap<NodeId, u32>,
+    refused_states: u64,
     voters: BTreeMap<NodeId, (VoterCore, ModelDb)>,
     clients: Vec<Client>,
     accepted: BTreeMap<(ClientId, u64), Vec<u8>>,
@@ -315,6 +335,8 @@ impl World {
                 .collect(),
             skipped: BTreeSet::new(),
             replicas,
+            runs: BTreeMap::new(),
+            refused_states: 0,
             voters,
             clients,
             accepted: BTreeMap::new(),
@@ -385,7 +407,9 @@ impl World {
         for (core, _) in self.primaries.values_mut() {
             core.on_tick();
         }
+        self.restart_replicas();
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+        let ids: Vec<NodeId> = ids.into_iter().filter(|&id| !self.down(id)).collect();
         for id in ids {
             let actions = self
                 .replicas
@@ -428,9 +452,67 @@ impl World {
         }
     }
 
+    /// Restarts the replicas whose restart time came: a fresh core that recovers.
+    fn restart_replicas(&mut self) {
+        let due: Vec<(NodeId, bool)> = self
+            .scenario
+            .faults
+            .iter()
+            .filter_map(|f| match *f {
+                Fault::RestartReplica {
+                    replica,
+                    restart,
+                    new_epoch,
+                    ..
+                } if self.now >= restart && !self.runs.contains_key(&replica) => {
+                    Some((replica, new_epoch))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, new_epoch) in due {
+            self.runs.insert(id, 1);
+            let Some((core, usig)) = self.replicas.get_mut(&id) else {
+                continue;
+            };
+            *core = ReplicaCore::new(
+                self.cluster.clone(),
+                Arc::new(SimRule),
+                Arc::new(SimRenderer),
+                node_key(id),
+                id,
+                VIEW_TIMEOUT_TICKS,
+            )
+            .expect("replica in the cluster");
+            if new_epoch {
+                *usig = usig_in_epoch(id, usig::Epoch(2));
+            }
+            let actions = core.recover();
+            self.replica_actions(id, actions);
+        }
+    }
+
+    /// Whether this replica is crashed now.
+    fn down(&self, id: NodeId) -> bool {
+        self.scenario.faults.iter().any(|f| {
+            matches!(*f, Fault::RestartReplica { replica, crash, restart, .. }
+                if replica == id && crash <= self.now && self.now < restart)
+        })
+    }
+
     fn deliver(&mut self, to: Addr, msg: Msg) {
         match (to, msg) {
             (Addr::Primary(id), _) if self.crashed(id) => {}
+            (Addr::Replica(id), _) if self.down(id) => {}
+            (Addr::Primary(id), Msg::Proto(Message::Join(join))) => {
+                let Some((core, _)) = self.primaries.get_mut(&id) else {
+                    return;
+                };
+                match core.on_join(join) {
+                    Ok(actions) => self.primary_actions(id, actions),
+                    Err(_) => self.rejected += 1,
+                }
+            }
             (Addr::Primary(id), Msg::Proto(Message::Request(r))) => {
                 if id == FIRST_PRIMARY && self.stalled() {
                     return;
@@ -469,7 +551,10 @@ impl World {
                     self.send(Addr::Replica(from), Msg::Proto(p.into_message()));
                 }
             }
-            (Addr::Replica(id), Msg::Warranted(ui)) => {
+            (Addr::Replica(id), Msg::Warranted(run, ui)) => {
+                if run != self.runs.get(&id).copied().unwrap_or(0) {
+                    return;
+                }
                 if let Some((core, _)) = self.replicas.get_mut(&id) {
                     let actions = core.warranted(ui);
                     self.replica_actions(id, actions);
@@ -496,6 +581,24 @@ impl World {
                     Message::Checkpoint(c) => core.on_checkpoint(c).map_err(|_| ()),
                     Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(|_| ()),
                     Message::Request(r) => Ok(core.on_request(&r)),
+                    Message::RecoveryRequest(r) => {
+                        let signed = self
+                            .cluster
+                            .node_key(r.replica)
+                            .is_some_and(|k| r.verify(k));
+                        if signed {
+                            Ok(core.on_recovery_request(r.replica))
+                        } else {
+                            Err(())
+                        }
+                    }
+                    Message::RecoveryState(state) => {
+                        let result = core.on_recovery_state(*state);
+                        if result.is_err() {
+                            self.refused_states += 1;
+                        }
+                        result.map_err(|_| ())
+                    }
                     _ => Err(()),
                 };
                 match result {
@@ -596,11 +699,12 @@ impl World {
                     let ui = usig.create_ui(&bytes).expect("soft usig");
                     // As in the driver, the warrant comes back later: meanwhile the agreement
                     // may be decided by the peers' COMMITs.
+                    let run = self.runs.get(&id).copied().unwrap_or(0);
                     self.net.local(
                         &mut self.rng,
                         self.now,
                         Addr::Replica(id),
-                        Msg::Warranted(ui),
+                        Msg::Warranted(run, ui),
                     );
                 }
                 ReplicaAction::SendCommit { to, commit } => {
@@ -678,6 +782,30 @@ impl World {
                         self.send_to_dbs(to, Message::CommitDb(outsider));
                     }
                     self.send_to_dbs(to, Message::CommitDb(cdb));
+                }
+                ReplicaAction::SendJoin(join) => {
+                    let candidates: Vec<NodeId> = self.primaries.keys().copied().collect();
+                    for p in candidates {
+                        self.send(Addr::Primary(p), Msg::Proto(Message::Join(join.clone())));
+                    }
+                }
+                ReplicaAction::RequestRecovery => {
+                    let request = RecoveryRequest {
+                        replica: id,
+                        signature: Signature([0; 64]),
+                    }
+                    .sign(&node_key(id));
+                    let group = self.group_of(id);
+                    for peer in self.members(group).into_iter().filter(|&p| p != id) {
+                        let m = Message::RecoveryRequest(request.clone());
+                        self.send(Addr::Replica(peer), Msg::Proto(m));
+                    }
+                }
+                ReplicaAction::SendRecoveryState { to, mut state } => {
+                    if self.faulty(Fault::ForgeRecoveryState(id)) {
+                        state.witness = usig::MessageDigest::of(b"forged");
+                    }
+                    self.send(Addr::Replica(to), Msg::Proto(Message::RecoveryState(state)));
                 }
                 ReplicaAction::SendReply(mut reply) => {
                     if self.faulty(Fault::WrongPage(id)) {
@@ -807,6 +935,12 @@ impl World {
                 .iter()
                 .filter(|(id, _)| !faulty_dbs.contains(id))
         };
+        let up = || {
+            self.replicas
+                .iter()
+                .filter(|(id, _)| !self.down(**id))
+                .map(|(_, r)| r)
+        };
         Outcome {
             completed: self.clients.iter().map(|c| (c.id, c.done)).collect(),
             db_states: correct().map(|(id, (_, db))| (*id, db.state())).collect(),
@@ -818,29 +952,27 @@ impl World {
                 .next()
                 .map_or(0, |(_, (_, db))| db.executions.len()),
             correct_pages: correct_pages(&self.clients, correct().next().map(|(_, (_, db))| db)),
-            accepted_pages: self.accepted,
+            accepted_pages: self.accepted.clone(),
             rejected_messages: self.rejected,
-            open_agreements: self
-                .replicas
-                .values()
-                .map(|(r, _)| r.open_agreements())
-                .sum(),
-            commit_gaps: self.replicas.values().map(|(r, _)| r.commit_gaps()).sum(),
+            open_agreements: up().map(|(r, _)| r.open_agreements()).sum(),
+            commit_gaps: up().map(|(r, _)| r.commit_gaps()).sum(),
             views: self
                 .replicas
                 .iter()
+                .filter(|(id, _)| !self.down(**id))
                 .map(|(id, (r, _))| (*id, r.view()))
                 .collect(),
-            retained: self.replicas.values().map(|(r, _)| r.retained()).fold(
-                Retained::default(),
-                |a, b| Retained {
+            recovering: up().filter(|(r, _)| r.is_recovering()).count(),
+            refused_states: self.refused_states,
+            retained: up()
+                .map(|(r, _)| r.retained())
+                .fold(Retained::default(), |a, b| Retained {
                     prepares: a.prepares.max(b.prepares),
                     log: a.log.max(b.log),
                     decided: a.decided.max(b.decided),
                     checkpoints: a.checkpoints.max(b.checkpoints),
                     stable: a.stable.max(b.stable),
-                },
-            ),
+                }),
             time: self.now,
         }
     }

@@ -215,3 +215,70 @@ fn a_view_change_after_checkpoints_starts_from_the_stable_one() {
         outcome.views
     );
 }
+
+/// A member of group 0 crashes, forgetting everything it had not sent, and restarts: it rejoins
+/// through a JOIN the primary orders and a peer's stable state. Later another member crashes
+/// for good, so the group goes on only if the restarted one really took part again.
+fn restart_then_lose_another(new_epoch: bool, forger: bool, seed: u64) -> Outcome {
+    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
+    let group: Vec<NodeId> = test
+        .cluster
+        .members(GroupId(0))
+        .map(|r| NodeId(r.id))
+        .collect();
+    let mut faults = vec![
+        Fault::RestartReplica {
+            replica: group[0],
+            crash: 1_500,
+            restart: 2_500,
+            new_epoch,
+        },
+        Fault::RestartReplica {
+            replica: group[1],
+            crash: 6_000,
+            restart: u64::MAX,
+            new_epoch: false,
+        },
+    ];
+    if forger {
+        faults.push(Fault::ForgeRecoveryState(group[2]));
+    }
+    let scenario = Scenario {
+        clients: 8,
+        requests_per_client: 150,
+        max_batch: 1,
+        loss: 0.0,
+        faults,
+        max_time: 2_000_000,
+        ..Scenario::lossy(seed)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    assert_eq!(outcome.recovering, 0, "the restarted replica recovered");
+    if forger {
+        assert!(outcome.refused_states > 0, "the forged state was refused");
+    }
+    outcome
+}
+
+#[test]
+fn a_restarted_replica_rejoins_with_its_usig_going_on() {
+    restart_then_lose_another(false, false, 41);
+}
+
+#[test]
+fn a_restarted_replica_rejoins_in_a_new_usig_epoch() {
+    restart_then_lose_another(true, false, 42);
+}
+
+#[test]
+fn a_restarted_replica_refuses_a_forged_state_and_takes_a_correct_one() {
+    restart_then_lose_another(true, true, 43);
+}
+
+#[test]
+fn a_replica_restart_replays_exactly() {
+    let a = restart_then_lose_another(false, false, 44);
+    let b = restart_then_lose_another(false, false, 44);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}

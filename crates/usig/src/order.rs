@@ -166,6 +166,63 @@ impl<T> OrderedVerifier<T> {
         *state = SenderState::fresh(Some(epoch));
         Ok(())
     }
+    /// Moves `sender` to a later position of its warrant sequence that the protocol certified
+    /// (a recovering replica's JOIN, or a position f+1 correct replicas vouch for): the next
+    /// delivered warrant is `counter` of `epoch`, continuing the chain value `prev` (zero for
+    /// warrants without a chain). Held warrants before it, or of another epoch, are dropped; held
+    /// ones from it on are released. Never moves back, so no `(epoch, counter)` is delivered twice.
+    pub fn resume_at(
+        &mut self,
+        sender: UsigId,
+        epoch: Epoch,
+        counter: u64,
+        prev: [u8; 32],
+    ) -> Result<Vec<Delivered<T>>, VerifyError> {
+        let state = self
+            .senders
+            .entry(sender)
+            .or_insert_with(|| SenderState::fresh(None));
+        if let Some(current) = state.epoch {
+            if epoch < current {
+                return Err(VerifyError::StaleEpoch {
+                    current,
+                    offered: epoch,
+                });
+            }
+            if epoch == current && counter < state.next {
+                return Err(VerifyError::Replay {
+                    counter,
+                    expected: state.next,
+                });
+            }
+            if epoch > current {
+                state.held.clear();
+            }
+        }
+        state.epoch = Some(epoch);
+        state.next = counter.max(1);
+        state.chain = prev;
+        state.held = std::mem::take(&mut state.held).split_off(&state.next);
+        // What is still held must continue the new position's chain.
+        if let Some(first) = state.held.get(&state.next) {
+            if first.link.is_some_and(|l| l.prev != prev) {
+                state.held.clear();
+            }
+        }
+        Ok(release(state, epoch))
+    }
+
+    /// [`OrderedVerifier::resume_at`] right after `warrant` (over `digest`), verified here.
+    pub fn resume_after(
+        &mut self,
+        sender: UsigId,
+        digest: &MessageDigest,
+        warrant: &UniqueWarrant,
+    ) -> Result<Vec<Delivered<T>>, VerifyError> {
+        let link = self.directory.verify_digest(sender, digest, warrant)?;
+        let next = link.map_or([0; 32], |l| l.next);
+        self.resume_at(sender, warrant.epoch, warrant.counter + 1, next)
+    }
 }
 
 /// Rejects a warrant whose chain link contradicts the delivered prefix or a held neighbour, so
@@ -280,6 +337,44 @@ mod tests {
         assert_eq!(offer(&mut v, &ws[1]), Ok(vec![2, 3, 4]));
         assert_eq!(v.missing(ID), None);
         assert_eq!(v.expected(ID), Some((Epoch(1), 5)));
+    }
+
+    #[test]
+    fn resuming_skips_forward_only_and_releases_what_is_held() {
+        let mut v = verifier(8);
+        let ws = warrants(1, &[b"a", b"b", b"c", b"d", b"e", b"f"]);
+        assert_eq!(offer(&mut v, &ws[0]), Ok(vec![1]));
+        assert_eq!(offer(&mut v, &ws[4]), Ok(vec![]));
+        // The JOIN-like position: counter 4 warranted, so 5 is next and is released at once.
+        let d = MessageDigest::of(&ws[3].0);
+        let released: Vec<u64> = v
+            .resume_after(ID, &d, &ws[3].1)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.counter)
+            .collect();
+        assert_eq!(released, vec![5]);
+        assert!(matches!(
+            offer(&mut v, &ws[2]),
+            Err(VerifyError::Replay { .. })
+        ));
+        assert!(matches!(
+            v.resume_at(ID, Epoch(1), 2, [0; 32]),
+            Err(VerifyError::Replay { .. })
+        ));
+        assert_eq!(offer(&mut v, &ws[5]), Ok(vec![6]));
+        // A new epoch through the protocol: its counters start wherever the position says.
+        let new = warrants(2, &[b"x", b"y", b"z"]);
+        assert!(matches!(
+            offer(&mut v, &new[1]),
+            Err(VerifyError::NewEpoch { .. })
+        ));
+        assert_eq!(v.resume_at(ID, Epoch(2), 2, [0; 32]).unwrap(), vec![]);
+        assert_eq!(offer(&mut v, &new[1]), Ok(vec![2]));
+        assert!(matches!(
+            v.resume_at(ID, Epoch(1), 9, [0; 32]),
+            Err(VerifyError::StaleEpoch { .. })
+        ));
     }
 
     #[test]
