@@ -517,7 +517,7 @@ impl ReplicaCore {
             });
         }
         let released = std::mem::take(&mut self.released);
-        actions.extend(self.from_peers(released));
+        actions.extend(self.process_peer_messages(released));
         actions.extend(self.next_warrant());
         actions.extend(self.try_accept_all());
         if invalid {
@@ -931,13 +931,13 @@ impl ReplicaCore {
             .peers
             .offer(sender, digest, &ui, message)
             .map_err(Reject::Warrant)?;
-        let mut actions = self.from_peers(delivered);
+        let mut actions = self.process_peer_messages(delivered);
         actions.extend(self.try_accept_all());
         Ok(actions)
     }
 
     /// Peers' messages released in their counter order.
-    fn from_peers(&mut self, delivered: Vec<Delivered<FromPeer>>) -> Vec<Action> {
+    fn process_peer_messages(&mut self, delivered: Vec<Delivered<FromPeer>>) -> Vec<Action> {
         let mut actions = Vec::new();
         // Everything released goes through, even after one is refused (the verifier will not
         // release it again); refusals are counted through `take_refusals`.
