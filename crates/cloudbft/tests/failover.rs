@@ -6,7 +6,10 @@
 //!   with the second candidate as primary, and every transfer completes;
 //! * a database node is killed and restarted: the others go on meanwhile, and the restarted one
 //!   catches up from the COMMIT-DBs the replicas re-send to it, without executing anything
-//!   twice (its executor records each order with its effects) or skipping anything.
+//!   twice (its executor records each order with its effects) or skipping anything;
+//! * a group replica is killed and restarted: it rejoins its group (a JOIN the primary orders,
+//!   then a peer's stable state), and then another member of its group is killed for good, so
+//!   the group's transfers complete only if the restarted replica takes part again.
 //!
 //! Money is conserved and every database node ends in the same state. The tests print the
 //! longest time without a completed request after the kill (they assert nothing on times).
@@ -14,7 +17,9 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::{balance, db_states, highest_order, invoke, kill, node_process, restart, Demo};
+use common::{
+    balance, db_states, highest_order, invoke, kill, metric, node_process, restart, Demo,
+};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
@@ -26,16 +31,15 @@ use std::time::{Duration, Instant};
 const BRANCHES: u32 = 4;
 const INITIAL: u64 = 100_000;
 const TASKS: u64 = 6;
-const TRANSFERS: u64 = 40;
 
 /// What to do to the cluster once a quarter of the transfers completed; returns a process the
 /// test restarted itself (the demo does not manage it) and its arguments.
 type Fault = Box<dyn FnOnce(&Path) -> Option<(Child, Vec<String>)>>;
 
-/// Runs the transfers, applies `fault` a quarter of the way, checks that every transfer
-/// completes, money is conserved and every database node ends in the same state; prints the
-/// longest time without a completed transfer after the fault.
-fn under_load(base_port: u16, what: &str, fault: Fault) {
+/// Runs `transfers` transfers per task, applies `fault` a quarter of the way, checks that every
+/// transfer completes, money is conserved and every database node ends in the same state;
+/// prints the longest time without a completed transfer after the fault.
+fn under_load(base_port: u16, what: &str, transfers: u64, fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -78,7 +82,7 @@ fn under_load(base_port: u16, what: &str, fault: Fault) {
             let completed = completed.clone();
             tasks.push(tokio::spawn(async move {
                 let mut rng = Rng::new(t);
-                for _ in 0..TRANSFERS {
+                for _ in 0..transfers {
                     let from = (rng.below(u64::from(BRANCHES)) as u32, t as u32);
                     let to_branch = if rng.chance(0.3) {
                         (from.0 + 1) % BRANCHES
@@ -96,7 +100,7 @@ fn under_load(base_port: u16, what: &str, fault: Fault) {
                 }
             }));
         }
-        while completed.lock().unwrap().len() < (TASKS * TRANSFERS / 4) as usize {
+        while completed.lock().unwrap().len() < (TASKS * transfers / 4) as usize {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let fault_at = Instant::now();
@@ -119,7 +123,7 @@ fn under_load(base_port: u16, what: &str, fault: Fault) {
         (fault_at, restarted)
     });
     if let Some((mut child, args)) = restarted {
-        // The restarted node catches up with the others (they executed the last Balance).
+        // A restarted database node catches up with the others (they executed the last Balance).
         let others = |order: u64| {
             let cluster = Cluster::load(&config).unwrap();
             cluster.config.db_nodes.iter().all(|d| {
@@ -129,7 +133,7 @@ fn under_load(base_port: u16, what: &str, fault: Fault) {
             })
         };
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !highest_order(&args).is_some_and(others) {
+        while args[1] == "dbnode" && !highest_order(&args).is_some_and(others) {
             assert!(
                 Instant::now() < deadline,
                 "the restarted database node did not catch up"
@@ -168,6 +172,7 @@ fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
     under_load(
         61800,
         "primary of view 0 killed",
+        40,
         Box::new(|config| {
             kill(config, "primary", 0);
             None
@@ -180,10 +185,57 @@ fn a_database_node_killed_and_restarted_under_load_catches_up() {
     under_load(
         61900,
         "database node 12 killed and restarted",
+        40,
         Box::new(|config| {
             let args = kill(config, "dbnode", 12);
             std::thread::sleep(Duration::from_secs(1));
             let child = restart(config, &args, "dbnode-12-restarted");
+            Some((child, args))
+        }),
+    );
+}
+
+/// Enough transfers that checkpoints become stable after the restarted replica's JOIN (one
+/// every 128 slots) while the load still runs.
+const RECOVERY_TRANSFERS: u64 = 200;
+
+#[test]
+fn a_replica_killed_and_restarted_under_load_rejoins_its_group() {
+    under_load(
+        61500,
+        "replica killed and restarted, then another of its group killed",
+        RECOVERY_TRANSFERS,
+        Box::new(|config| {
+            let cluster = Cluster::load(config).unwrap();
+            let group: Vec<u32> = cluster.members(proto::GroupId(0)).map(|r| r.id).collect();
+            let args = kill(config, "replica", group[0]);
+            std::thread::sleep(Duration::from_secs(1));
+            let child = restart(config, &args, &format!("replica-{}-restarted", group[0]));
+            let restarted = Instant::now();
+            let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while !done() {
+                    assert!(Instant::now() < deadline, "{what} (logs in logs/)");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            };
+            let recoveries = || metric(&args, "cloudbft_recoveries_total");
+            wait_for("the restarted replica did not rejoin", &|| {
+                recoveries() == Some(1.0)
+            });
+            eprintln!(
+                "replica {} rejoined {:.2} s after its restart",
+                group[0],
+                restarted.elapsed().as_secs_f64()
+            );
+            // From now on its group decides only with it: its decisions must go on.
+            kill(config, "replica", group[1]);
+            let decisions = || metric(&args, "cloudbft_commits_total").unwrap_or(0.0);
+            let before = decisions();
+            wait_for(
+                "the group did not decide with the restarted replica",
+                &|| decisions() >= before + 20.0,
+            );
             Some((child, args))
         }),
     );

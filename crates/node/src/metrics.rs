@@ -59,6 +59,10 @@ pub struct Metrics {
     pub state_transfer_seconds: Histogram,
     /// Snapshots this node took for other database nodes.
     pub state_snapshots_served: Counter,
+    /// 1 while a restarted replica recovers (JOIN sent, no peer's state installed yet), else 0.
+    pub recovering: Gauge<u64, AtomicU64>,
+    /// Recoveries this replica completed since it started (0 or 1).
+    pub recoveries: Counter,
     pub transport: TransportMetrics,
 }
 
@@ -92,6 +96,8 @@ impl Metrics {
             state_bytes_received: Counter::default(),
             state_transfer_seconds: seconds(),
             state_snapshots_served: Counter::default(),
+            recovering: Gauge::default(),
+            recoveries: Counter::default(),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -175,6 +181,16 @@ impl Metrics {
             "state_snapshots_served",
             "State snapshots taken for other database nodes",
             m.state_snapshots_served.clone(),
+        );
+        r.register(
+            "recovering",
+            "1 while this restarted replica rejoins its group (JOIN sent, no state installed)",
+            m.recovering.clone(),
+        );
+        r.register(
+            "recoveries",
+            "Times this replica installed a peer's state after a restart",
+            m.recoveries.clone(),
         );
         Arc::new(m)
     }
