@@ -117,12 +117,21 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 for (name, status) in cluster.exited() {
                     // The protocol survives a faulty primary (view change) and f faulty
-                    // replicas per group or database nodes; the gateway and the USIG daemons
-                    // are the demo's own plumbing.
-                    if name == "gateway" || name.starts_with("usigd-") {
+                    // replicas per group or database nodes; the gateway is the demo's own
+                    // plumbing.
+                    if name == "gateway" {
                         eprintln!("{name} exited ({status}): stopping the cluster; see its log");
                         cluster.stop();
                         anyhow::bail!("{name} exited unexpectedly");
+                    }
+                    if let Some(machine) = name.strip_prefix("usigd-") {
+                        eprintln!(
+                            "{name} exited ({status}): the nodes of machine {machine} can no \
+                             longer warrant anything, as if the machine failed; the cluster goes \
+                             on without them. Restart it (with --new-epoch if its state is lost), \
+                             then its nodes: replicas rejoin their groups (docs/operations.md)"
+                        );
+                        continue;
                     }
                     eprintln!(
                         "{name} exited ({status}); the cluster goes on without it (a primary is \

@@ -18,13 +18,12 @@ mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
 use common::{
-    balance, db_states, highest_order, invoke, kill, metric, node_process, restart, Demo,
+    balance, db_states, highest_order, invoke, kill, metric, node_process, restart, Demo, Restarted,
 };
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
 use std::path::Path;
-use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,9 +31,10 @@ const BRANCHES: u32 = 4;
 const INITIAL: u64 = 100_000;
 const TASKS: u64 = 6;
 
-/// What to do to the cluster once a quarter of the transfers completed; returns a process the
-/// test restarted itself (the demo does not manage it) and its arguments.
-type Fault = Box<dyn FnOnce(&Path) -> Option<(Child, Vec<String>)>>;
+/// What to do to the cluster once a quarter of the transfers completed; returns the processes
+/// the test restarted itself (the demo does not manage them) with their arguments, in the order
+/// they were started.
+type Fault = Box<dyn FnOnce(&Path) -> Vec<Restarted>>;
 
 /// Runs `transfers` transfers per task, applies `fault` a quarter of the way, checks that every
 /// transfer completes, money is conserved and every database node ends in the same state;
@@ -122,7 +122,11 @@ fn under_load(base_port: u16, what: &str, transfers: u64, fault: Fault) {
         client.shutdown().await;
         (fault_at, restarted)
     });
-    if let Some((mut child, args)) = restarted {
+    for args in restarted
+        .iter()
+        .map(|r| &r.args)
+        .filter(|a| a[1] == "dbnode")
+    {
         // A restarted database node catches up with the others (they executed the last Balance).
         let others = |order: u64| {
             let cluster = Cluster::load(&config).unwrap();
@@ -133,16 +137,17 @@ fn under_load(base_port: u16, what: &str, transfers: u64, fault: Fault) {
             })
         };
         let deadline = Instant::now() + Duration::from_secs(120);
-        while args[1] == "dbnode" && !highest_order(&args).is_some_and(others) {
+        while !highest_order(args).is_some_and(others) {
             assert!(
                 Instant::now() < deadline,
                 "the restarted database node did not catch up"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        // SAFETY: kill(2) on the child this test started.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        assert!(child.wait().unwrap().success());
+    }
+    // Nodes before the usigd they use.
+    for node in restarted.into_iter().rev() {
+        node.stop();
     }
     demo.stop();
     let times = completed.lock().unwrap().clone();
@@ -175,7 +180,7 @@ fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
         40,
         Box::new(|config| {
             kill(config, "primary", 0);
-            None
+            Vec::new()
         }),
     );
 }
@@ -189,8 +194,7 @@ fn a_database_node_killed_and_restarted_under_load_catches_up() {
         Box::new(|config| {
             let args = kill(config, "dbnode", 12);
             std::thread::sleep(Duration::from_secs(1));
-            let child = restart(config, &args, "dbnode-12-restarted");
-            Some((child, args))
+            vec![restart(config, &args, "dbnode-12-restarted")]
         }),
     );
 }
@@ -199,44 +203,158 @@ fn a_database_node_killed_and_restarted_under_load_catches_up() {
 /// every 128 slots) while the load still runs.
 const RECOVERY_TRANSFERS: u64 = 200;
 
+/// Kills the first replica of group 0 with SIGKILL and restarts it; with `reboot`, its whole
+/// machine: every node on it and the machine's usigd, which comes back in a new USIG epoch (as a
+/// rebooted TPM does). Waits until the restarted replicas rejoined their groups, then kills the
+/// second replica of group 0 for good and waits until the first decides again: with f = 1 its
+/// group now decides only with it.
+fn rejoin(config: &Path, reboot: bool) -> Vec<Restarted> {
+    let cluster = Cluster::load(config).unwrap();
+    let group: Vec<u32> = cluster.members(proto::GroupId(0)).map(|r| r.id).collect();
+    let machine = cluster
+        .config
+        .replicas
+        .iter()
+        .find(|r| r.id == group[0])
+        .map(|r| r.machine.clone())
+        .unwrap();
+    let (replicas, db_nodes): (Vec<u32>, Vec<u32>) = if reboot {
+        let on = |m: &String| *m == machine;
+        (
+            cluster
+                .config
+                .replicas
+                .iter()
+                .filter(|r| on(&r.machine))
+                .map(|r| r.id)
+                .collect(),
+            cluster
+                .config
+                .db_nodes
+                .iter()
+                .filter(|d| on(&d.machine))
+                .map(|d| d.id)
+                .collect(),
+        )
+    } else {
+        (vec![group[0]], Vec::new())
+    };
+    let replica_args: Vec<Vec<String>> = replicas
+        .iter()
+        .map(|&id| kill(config, "replica", id))
+        .collect();
+    let db_args: Vec<Vec<String>> = db_nodes
+        .iter()
+        .map(|&id| kill(config, "dbnode", id))
+        .collect();
+    let mut restarted = Vec::new();
+    if reboot {
+        let mut args = kill_usigd(config, &machine);
+        std::thread::sleep(Duration::from_secs(1));
+        args.push("--new-epoch".into());
+        let usigd = restart(config, &args, &format!("usigd-{machine}-restarted"));
+        let (socket, usig) = {
+            let r = cluster
+                .config
+                .replicas
+                .iter()
+                .find(|r| r.id == group[0])
+                .unwrap();
+            let dir = config.parent().unwrap();
+            (
+                node::usig::default_socket(dir, &machine, r.id),
+                usig::UsigId(r.usig),
+            )
+        };
+        let configured = cluster.usig_epoch_of(proto::NodeId(group[0]));
+        wait_for("usigd did not come back in a new epoch", &|| {
+            usig::daemon::client::UsigdClient::connect(&socket, usig)
+                .and_then(|mut c| c.epoch())
+                .is_ok_and(|e| Some(e) > configured)
+        });
+        restarted.push(usigd);
+    } else {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for (id, args) in db_nodes.iter().zip(db_args) {
+        restarted.push(restart(config, &args, &format!("dbnode-{id}-restarted")));
+    }
+    let started = Instant::now();
+    for (id, args) in replicas.iter().zip(replica_args) {
+        restarted.push(restart(config, &args, &format!("replica-{id}-restarted")));
+    }
+    let replica_args: Vec<&Vec<String>> = restarted
+        .iter()
+        .map(|r| &r.args)
+        .filter(|a| a[1] == "replica")
+        .collect();
+    for args in &replica_args {
+        wait_for("a restarted replica did not rejoin its group", &|| {
+            metric(args, "cloudbft_recoveries_total") == Some(1.0)
+        });
+    }
+    eprintln!(
+        "{} replica(s) rejoined {:.2} s after their restart",
+        replica_args.len(),
+        started.elapsed().as_secs_f64()
+    );
+    // From now on group 0 decides only with its restarted replica: its decisions must go on.
+    kill(config, "replica", group[1]);
+    let first = replica_args[0];
+    let decisions = || metric(first, "cloudbft_commits_total").unwrap_or(0.0);
+    let before = decisions();
+    wait_for("group 0 did not decide with its restarted replica", &|| {
+        decisions() >= before + 20.0
+    });
+    restarted
+}
+
+/// Polls `done` until it holds; fails the test with `what` after two minutes.
+fn wait_for(what: &str, done: &dyn Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} (logs in the cluster's logs/)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Kills the usigd of `machine` with SIGKILL and returns its arguments.
+fn kill_usigd(config: &Path, machine: &str) -> Vec<String> {
+    let usigd_config = config
+        .parent()
+        .unwrap()
+        .join("usigd")
+        .join(format!("{machine}.toml"))
+        .display()
+        .to_string();
+    let (pid, args) = common::process(|args| {
+        args.get(1).is_some_and(|a| a == "usigd") && args.contains(&usigd_config)
+    })
+    .unwrap_or_else(|| panic!("the usigd of {machine} is not running"));
+    // SAFETY: kill(2) on a process of this test's cluster.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    args
+}
+
 #[test]
 fn a_replica_killed_and_restarted_under_load_rejoins_its_group() {
     under_load(
         61500,
         "replica killed and restarted, then another of its group killed",
         RECOVERY_TRANSFERS,
-        Box::new(|config| {
-            let cluster = Cluster::load(config).unwrap();
-            let group: Vec<u32> = cluster.members(proto::GroupId(0)).map(|r| r.id).collect();
-            let args = kill(config, "replica", group[0]);
-            std::thread::sleep(Duration::from_secs(1));
-            let child = restart(config, &args, &format!("replica-{}-restarted", group[0]));
-            let restarted = Instant::now();
-            let wait_for = |what: &str, done: &dyn Fn() -> bool| {
-                let deadline = Instant::now() + Duration::from_secs(120);
-                while !done() {
-                    assert!(Instant::now() < deadline, "{what} (logs in logs/)");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            };
-            let recoveries = || metric(&args, "cloudbft_recoveries_total");
-            wait_for("the restarted replica did not rejoin", &|| {
-                recoveries() == Some(1.0)
-            });
-            eprintln!(
-                "replica {} rejoined {:.2} s after its restart",
-                group[0],
-                restarted.elapsed().as_secs_f64()
-            );
-            // From now on its group decides only with it: its decisions must go on.
-            kill(config, "replica", group[1]);
-            let decisions = || metric(&args, "cloudbft_commits_total").unwrap_or(0.0);
-            let before = decisions();
-            wait_for(
-                "the group did not decide with the restarted replica",
-                &|| decisions() >= before + 20.0,
-            );
-            Some((child, args))
-        }),
+        Box::new(|config| rejoin(config, false)),
+    );
+}
+
+#[test]
+fn a_machine_rebooted_under_load_rejoins_in_new_usig_epochs() {
+    under_load(
+        61550,
+        "machine rebooted (its replicas, database node and usigd; new USIG epochs)",
+        RECOVERY_TRANSFERS,
+        Box::new(|config| rejoin(config, true)),
     );
 }

@@ -233,10 +233,7 @@ fn catches_up(base_port: u16, extra: &[&str]) {
     let seconds = get("cloudbft_state_transfer_seconds_sum");
     assert_eq!(failed, 0.0, "an install failed with correct senders only");
     assert!(rows > 0.0 && bytes > 0.0);
-    let mut child = child;
-    // SAFETY: kill(2) on the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    child.stop();
     demo.stop();
     let states = runtime.block_on(db_states(&data.join("cluster.toml")));
     assert!(

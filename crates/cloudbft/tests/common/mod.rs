@@ -219,6 +219,15 @@ pub fn highest_order(args: &[String]) -> Option<u64> {
 pub fn node_process(config: &Path, role: &str, id: u32) -> Option<(i32, Vec<String>)> {
     let config = config.display().to_string();
     let id = id.to_string();
+    process(|args| {
+        let has = |pair: [&str; 2]| args.windows(2).any(|w| w[0] == pair[0] && w[1] == pair[1]);
+        let is_role = args.get(1).is_some_and(|a| a == role);
+        is_role && has(["--config", &config]) && has(["--id", &id])
+    })
+}
+
+/// The pid and arguments of a process whose arguments satisfy `wanted`.
+pub fn process(wanted: impl Fn(&[String]) -> bool) -> Option<(i32, Vec<String>)> {
     std::fs::read_dir("/proc").ok()?.find_map(|entry| {
         let entry = entry.ok()?;
         let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
@@ -228,9 +237,7 @@ pub fn node_process(config: &Path, role: &str, id: u32) -> Option<(i32, Vec<Stri
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let has = |pair: [&str; 2]| args.windows(2).any(|w| w[0] == pair[0] && w[1] == pair[1]);
-        let is_role = args.get(1).is_some_and(|a| a == role);
-        (is_role && has(["--config", &config]) && has(["--id", &id])).then_some((pid, args))
+        wanted(&args).then_some((pid, args))
     })
 }
 
@@ -263,16 +270,47 @@ pub fn metric(args: &[String], name: &str) -> Option<f64> {
     })
 }
 
+/// A node process a test started again itself (the demo does not manage it). If the test ends
+/// without stopping it, e.g. by a failed assertion, it is killed: it must not hold the ports of
+/// the next test.
+pub struct Restarted {
+    child: Child,
+    pub args: Vec<String>,
+}
+
+impl Restarted {
+    /// Stops it as Ctrl-C would and asserts that it exits cleanly.
+    pub fn stop(mut self) {
+        // SAFETY: kill(2) on a child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{:?} stopped with {status}", self.args);
+    }
+}
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Starts `cloudbft` again with the arguments of a node this test killed, logging to
 /// `logs/<log>.log` next to the configuration.
-pub fn restart(config: &Path, args: &[String], log: &str) -> Child {
+pub fn restart(config: &Path, args: &[String], log: &str) -> Restarted {
     let log = PathBuf::from(config.parent().unwrap()).join(format!("logs/{log}.log"));
     let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+    let child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
         .args(&args[1..])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .expect("restarting a node")
+        .expect("restarting a node");
+    Restarted {
+        child,
+        args: args.to_vec(),
+    }
 }
