@@ -1,6 +1,7 @@
 //! A model check (stateright) of CloudBFT's commit rule and view-change rule as designed in
-//! docs/protocol.md ("View change, checkpoints and recovery"), for f = 1, and of where a
-//! VIEW-CHANGE's log may start after checkpoints ([`anchor`]).
+//! docs/protocol.md ("View change, checkpoints and recovery"), for f = 1, of where a
+//! VIEW-CHANGE's log may start after checkpoints ([`anchor`]), and of when a VIEW-CHANGE of a
+//! replica that crashed with amnesia and recovered may count ([`recovery`]).
 //!
 //! # What is modelled
 //!
@@ -97,12 +98,33 @@
 //! Reports from f members, reports that let a sender's CHECKPOINT slots go down, and
 //! receivers that count a peer's COMMIT without its CHECKPOINT at the watermark before it are
 //! refuted: the rule needs all three.
+//!
+//! # Replica recovery ([`recovery`])
+//!
+//! A third self-contained model checks the recovery design (docs/protocol.md, "Replica
+//! recovery"): one group of three, up to 4 or 5 slots, K = 1 or 2; a replica that crashes
+//! forgets every COMMIT it warranted (some peers may have counted them, others receive them
+//! later or never), restarts, warrants a JOIN that the primary orders at some slot J, installs
+//! a stable checkpoint and goes on; optionally the group's Byzantine member reboots on purpose to
+//! forget its COMMITs. **The rule (a restarted replica's VIEW-CHANGE counts only if the stable
+//! checkpoint it shows is at or above its JOIN) keeps every decided slot**, exhaustively: with
+//! amnesia within f = 1 (up to three successive crashes, a recovering replica counting as
+//! faulty until covered), with K = 2, with a Byzantine member that reboots twice, and also beyond
+//! the fault budget (crashes at any time, or a crash besides the Byzantine member): the budget
+//! is needed for liveness (f+1 VIEW-CHANGEs that count), not for this property, because coverage
+//! needs a certificate with a CHECKPOINT of a replica that decided the forgotten slots. A
+//! checkpoint at J − 1 and re-processing the history up to J instead of a checkpoint also hold.
+//! Counting a VIEW-CHANGE as soon as the JOIN is ordered, restarting with a new log and no
+//! JOIN, covering the slots the durable decision log says were decided instead of the JOIN,
+//! installing any stable checkpoint, and a checkpoint at J − 2 are refuted: a COMMIT the
+//! restarted replica forgot helped a correct replica decide a slot that the cut then loses.
 
 pub mod anchor;
 pub mod commit;
 pub mod commit_db;
 pub mod new_view;
 pub mod prepare;
+pub mod recovery;
 pub mod view_change;
 
 use commit_db::{executable, view0_orders, view1_orders};
