@@ -211,14 +211,8 @@ impl Checkpoints {
         let quorum = self.cluster.config.f + 1;
         let mut per_group: BTreeMap<GroupId, Vec<&Checkpoint>> = BTreeMap::new();
         for (replica, c) in votes {
-            if let Some(r) = self
-                .cluster
-                .config
-                .replicas
-                .iter()
-                .find(|r| r.id == replica.0)
-            {
-                per_group.entry(GroupId(r.group)).or_default().push(c);
+            if let Some(group) = self.cluster.group_of_replica(*replica) {
+                per_group.entry(group).or_default().push(c);
             }
         }
         let groups = &self.cluster.config.groups;

@@ -894,12 +894,7 @@ impl ReplicaCore {
             let ui = checkpoint.ui.clone();
             return self.on_peer_message(replica, &bytes, ui, FromPeer::Checkpoint(checkpoint));
         }
-        let is_replica = self
-            .cluster
-            .config
-            .replicas
-            .iter()
-            .any(|r| r.id == replica.0);
+        let is_replica = self.cluster.group_of_replica(replica).is_some();
         let usig = self.usig(replica).ok().filter(|_| is_replica);
         let usig = usig.ok_or(Reject::NotMember)?;
         self.cluster
@@ -1249,13 +1244,7 @@ impl ReplicaCore {
         if self.recovering.is_some() {
             return Ok(Vec::new());
         }
-        let group = self
-            .cluster
-            .config
-            .replicas
-            .iter()
-            .find(|r| r.id == req.replica.0)
-            .map(|r| GroupId(r.group));
+        let group = self.cluster.group_of_replica(req.replica);
         let key = self.cluster.node_key(req.replica);
         let (Some(group), Some(key)) = (group, key) else {
             return Err(Reject::BadSignature);

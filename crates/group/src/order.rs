@@ -50,24 +50,12 @@ impl OrderBook {
     /// of the configuration (valid warrant, this epoch, later than its current incarnation).
     /// Every replica decides this alike, so checkpoints certify the result.
     pub fn join(&mut self, cluster: &Cluster, join: &Join) -> bool {
-        let replica = cluster
-            .config
-            .replicas
-            .iter()
-            .any(|r| r.id == join.replica.0);
-        let usig = cluster.usig_of(join.replica).filter(|_| replica);
-        let warranted = usig.is_some_and(|u| {
-            cluster
-                .directory
-                .verify_ui(u, &join.own_warranted_bytes(), &join.ui)
-                .is_ok()
-        });
         let incarnation = join.incarnation();
         let current = self.incarnation(join.replica).unwrap_or(Incarnation {
             epoch: cluster.usig_epoch_of(join.replica).map_or(0, |e| e.0),
             counter: 0,
         });
-        if !warranted || join.config_epoch != cluster.epoch() || incarnation <= current {
+        if incarnation <= current || !join.is_valid_in(cluster) {
             return false;
         }
         self.incarnations.insert(join.replica, incarnation);

@@ -349,12 +349,9 @@ pub fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invali
     let mut per_group: BTreeMap<u32, BTreeSet<NodeId>> = BTreeMap::new();
     for c in &proof.certificate {
         let group = cluster
-            .config
-            .replicas
-            .iter()
-            .find(|r| r.id == c.replica.0)
-            .map(|r| r.group)
-            .ok_or(Invalid::Checkpoint)?;
+            .group_of_replica(c.replica)
+            .ok_or(Invalid::Checkpoint)?
+            .0;
         let usig = cluster.usig_of(c.replica).ok_or(Invalid::Checkpoint)?;
         let matching = c.slot == slot && c.chain == chain_at && c.book == book;
         let warranted = cluster

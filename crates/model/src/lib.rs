@@ -122,6 +122,7 @@
 pub mod anchor;
 pub mod commit;
 pub mod commit_db;
+pub mod harness;
 pub mod new_view;
 pub mod prepare;
 pub mod recovery;

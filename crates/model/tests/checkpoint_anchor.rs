@@ -3,51 +3,20 @@
 //! refutations print a shortest counterexample.
 
 use model::anchor::{Action, Anchors, LogStart, Msg, State, NO_LOSS};
-use model::F;
-use stateright::{Checker, HasDiscoveries, Model, Path};
-use std::collections::BTreeSet;
-use std::time::Instant;
+use model::{harness, F};
+use stateright::Path;
 
-/// Explores every state, depth first, one state per class of interchangeable correct members;
-/// then the safety property holds and every `sometimes` property was seen.
 fn check_all(name: &str, model: Anchors) {
-    let start = Instant::now();
-    let checker = model
-        .checker()
-        .symmetry_fn(State::representative)
-        .spawn_dfs()
-        .join();
-    report(name, &checker, start);
-    checker.assert_properties();
+    harness::check_all(name, model, State::representative);
 }
 
 /// Finds a shortest counterexample to "no decided slot is lost" (breadth first) and prints it;
 /// panics if there is none.
 fn refute(name: &str, model: Anchors) -> Path<State, Action> {
-    let start = Instant::now();
-    let checker = model
-        .clone()
-        .checker()
-        .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([NO_LOSS])))
-        .spawn_bfs()
-        .join();
-    let Some(path) = checker.discovery(NO_LOSS) else {
-        panic!("{name}: no counterexample to \"{NO_LOSS}\"");
-    };
-    report(&format!("{name}, \"{NO_LOSS}\" refuted"), &checker, start);
+    let path = harness::shortest_counterexample(name, &model, NO_LOSS, 40);
     show(&model, &path);
     assert_hidden_behind_an_anchor(&model, &path);
     path
-}
-
-fn report(name: &str, checker: &impl Checker<Anchors>, start: Instant) {
-    println!(
-        "{name}: {} unique states ({} generated), max depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
 }
 
 fn show(model: &Anchors, path: &Path<State, Action>) {

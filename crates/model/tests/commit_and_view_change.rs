@@ -4,10 +4,8 @@
 
 use model::commit_db::{executable, view0_orders, view1_orders};
 use model::new_view::Quorum;
-use model::{CloudBft, State, F};
-use stateright::{Checker, HasDiscoveries, Model, Path};
-use std::collections::BTreeSet;
-use std::time::Instant;
+use model::{harness, CloudBft, State, F};
+use stateright::Path;
 
 const AGREEMENT: &str = "agreement at the database";
 const NO_LOSS: &str = "no loss across the view change";
@@ -16,45 +14,15 @@ const NO_DOUBLE: &str = "no double execution";
 /// Explores every state, depth first, one state per class of interchangeable correct members;
 /// then every `always` property holds and every `sometimes` one was seen.
 fn check_all(name: &str, model: CloudBft) {
-    let start = Instant::now();
-    let checker = model
-        .checker()
-        .symmetry_fn(State::representative)
-        .spawn_dfs()
-        .join();
-    report(name, &checker, start);
-    checker.assert_properties();
+    harness::check_all(name, model, State::representative);
 }
 
 /// Finds a shortest counterexample to `property` (breadth first with an increasing depth bound)
 /// and prints it; panics if there is none.
 fn refute(name: &str, model: CloudBft, property: &'static str) -> Path<State, model::Action> {
-    let start = Instant::now();
-    for depth in 1..=40 {
-        let checker = model
-            .clone()
-            .checker()
-            .target_max_depth(depth)
-            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([property])))
-            .spawn_bfs()
-            .join();
-        if let Some(path) = checker.discovery(property) {
-            report(&format!("{name}, \"{property}\" refuted"), &checker, start);
-            show(&path);
-            return path;
-        }
-    }
-    panic!("{name}: no counterexample to \"{property}\"");
-}
-
-fn report(name: &str, checker: &impl Checker<CloudBft>, start: Instant) {
-    println!(
-        "{name}: {} unique states ({} generated), max depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
+    let path = harness::shortest_counterexample(name, &model, property, 40);
+    show(&path);
+    path
 }
 
 fn show(path: &Path<State, model::Action>) {

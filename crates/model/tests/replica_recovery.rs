@@ -2,10 +2,9 @@
 //! on purpose) may count (see `model::recovery` for the model). Each check prints the number of
 //! states it explored; refutations print a shortest counterexample.
 
+use model::harness;
 use model::recovery::{decided, Action, Recovery, Rule, State, NO_LOSS};
-use stateright::{Checker, HasDiscoveries, Model, Path};
-use std::collections::BTreeSet;
-use std::time::Instant;
+use stateright::Path;
 
 /// The design: the stable checkpoint a restarted replica's VIEW-CHANGE shows covers its JOIN.
 const DESIGN: Rule = Rule::Covers { slack: 0 };
@@ -13,14 +12,11 @@ const DESIGN: Rule = Rule::Covers { slack: 0 };
 /// Explores every state, depth first, one state per class of interchangeable correct members;
 /// then the safety property holds and every `sometimes` property was seen.
 fn check_all(name: &str, model: Recovery) {
-    let start = Instant::now();
     let symmetry = match model.byzantine {
         true => State::representative_byzantine,
         false => State::representative,
     };
-    let checker = model.checker().symmetry_fn(symmetry).spawn_dfs().join();
-    report(name, &checker, start);
-    checker.assert_properties();
+    harness::check_all(name, model, symmetry);
 }
 
 /// Finds a shortest counterexample to "no decided slot is lost" (breadth first with an
@@ -28,21 +24,7 @@ fn check_all(name: &str, model: Recovery) {
 /// states, not the first), prints it and checks its shape: a decided slot that the cut loses was
 /// decided with a COMMIT its sender forgot. Panics if there is none.
 fn refute(name: &str, model: Recovery) -> Path<State, Action> {
-    let start = Instant::now();
-    let found = (1..=30).find_map(|depth| {
-        let checker = model
-            .clone()
-            .checker()
-            .target_max_depth(depth)
-            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([NO_LOSS])))
-            .spawn_bfs()
-            .join();
-        checker.discovery(NO_LOSS).map(|path| (checker, path))
-    });
-    let Some((checker, path)) = found else {
-        panic!("{name}: no counterexample to \"{NO_LOSS}\"");
-    };
-    report(&format!("{name}, \"{NO_LOSS}\" refuted"), &checker, start);
+    let path = harness::shortest_counterexample(name, &model, NO_LOSS, 30);
     show(&model, &path);
     let s = path.last_state();
     let cut = s.new_view.expect("a NEW-VIEW");
@@ -56,16 +38,6 @@ fn refute(name: &str, model: Recovery) -> Path<State, Action> {
         "{name}: a lost slot was decided with a forgotten COMMIT"
     );
     path
-}
-
-fn report(name: &str, checker: &impl Checker<Recovery>, start: Instant) {
-    println!(
-        "{name}: {} unique states ({} generated), max depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
 }
 
 fn show(model: &Recovery, path: &Path<State, Action>) {

@@ -151,11 +151,7 @@ fn on_fetch(
     metrics: &Metrics,
     fetch: FetchPrepares,
 ) {
-    let is_replica = cluster
-        .config
-        .replicas
-        .iter()
-        .any(|r| r.id == fetch.replica.0);
+    let is_replica = cluster.group_of_replica(fetch.replica).is_some();
     let key = cluster.node_key(fetch.replica).filter(|_| is_replica);
     if !key.is_some_and(|k| fetch.verify(k)) {
         metrics.reject("bad_fetch_signature");

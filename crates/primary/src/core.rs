@@ -158,20 +158,7 @@ impl PrimaryCore {
     /// (docs/protocol.md, "Replica recovery"). The replica re-sends it until it recovered, so a
     /// candidate that becomes primary later orders it too.
     pub fn on_join(&mut self, join: Join) -> Result<Vec<Action>, Rejection> {
-        let replica = self
-            .cluster
-            .config
-            .replicas
-            .iter()
-            .any(|r| r.id == join.replica.0);
-        let usig = self.cluster.usig_of(join.replica).filter(|_| replica);
-        let valid = join.config_epoch == self.cluster.epoch()
-            && usig.is_some_and(|u| {
-                self.cluster
-                    .directory
-                    .verify_ui(u, &join.own_warranted_bytes(), &join.ui)
-                    .is_ok()
-            });
+        let valid = join.is_valid_in(&self.cluster);
         if !valid {
             return Err(Rejection::BadJoin);
         }

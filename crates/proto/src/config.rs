@@ -257,6 +257,15 @@ impl Cluster {
         self.partition_group.get(&partition).copied()
     }
 
+    /// The group of a group replica; none for any other node.
+    pub fn group_of_replica(&self, node: NodeId) -> Option<GroupId> {
+        self.config
+            .replicas
+            .iter()
+            .find(|r| r.id == node.0)
+            .map(|r| GroupId(r.group))
+    }
+
     /// The members of a group, in id order.
     pub fn members(&self, group: GroupId) -> impl Iterator<Item = &ReplicaConfig> {
         self.config

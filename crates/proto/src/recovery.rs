@@ -1,6 +1,7 @@
 //! A restarted group replica's messages (docs/protocol.md, "Replica recovery"): the JOIN that
 //! starts its new incarnation once the primary orders it, and the state it takes from a peer.
 
+use crate::config::Cluster;
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ConfigEpoch, NodeId};
 use crate::message::canonical;
@@ -36,6 +37,20 @@ impl Join {
     /// This JOIN's warranted bytes.
     pub fn own_warranted_bytes(&self) -> Vec<u8> {
         Self::warranted_bytes(self.replica, self.config_epoch)
+    }
+
+    /// Whether it is a JOIN of a replica of `cluster`, of its configuration epoch, warranted by
+    /// that replica's USIG.
+    pub fn is_valid_in(&self, cluster: &Cluster) -> bool {
+        let replica = cluster.group_of_replica(self.replica).is_some();
+        let usig = cluster.usig_of(self.replica).filter(|_| replica);
+        self.config_epoch == cluster.epoch()
+            && usig.is_some_and(|u| {
+                cluster
+                    .directory
+                    .verify_ui(u, &self.own_warranted_bytes(), &self.ui)
+                    .is_ok()
+            })
     }
 
     /// The incarnation it starts.

@@ -900,14 +900,7 @@ impl World {
     }
 
     fn group_of(&self, id: NodeId) -> GroupId {
-        GroupId(
-            self.cluster
-                .config
-                .replicas
-                .iter()
-                .find(|r| r.id == id.0)
-                .map_or(0, |r| r.group),
-        )
+        self.cluster.group_of_replica(id).unwrap_or(GroupId(0))
     }
 
     fn primary_of_replica(&self, id: NodeId) -> NodeId {

@@ -170,17 +170,22 @@ fn a_view_change_replays_exactly() {
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
 
-/// A long run keeps each replica's history, log and decisions bounded by a few checkpoint
-/// intervals (sizes asserted, not times), also across a view change after checkpoints.
-fn long_run(faults: Vec<Fault>, seed: u64) -> Outcome {
-    let scenario = Scenario {
+/// 1,200 requests, one per PREPARE: enough slots for several stable checkpoints.
+fn long(faults: Vec<Fault>, seed: u64) -> Scenario {
+    Scenario {
         clients: 8,
         requests_per_client: 150,
         max_batch: 1,
         faults,
         max_time: 2_000_000,
         ..Scenario::lossy(seed)
-    };
+    }
+}
+
+/// A long run keeps each replica's history, log and decisions bounded by a few checkpoint
+/// intervals (sizes asserted, not times), also across a view change after checkpoints.
+fn long_run(faults: Vec<Fault>, seed: u64) -> Outcome {
+    let scenario = long(faults, seed);
     let outcome = run(scenario.clone());
     check(&scenario, &outcome);
     let interval = proto::CHECKPOINT_INTERVAL;
@@ -243,14 +248,10 @@ fn restart_then_lose_another(new_epoch: bool, forger: bool, seed: u64) -> Outcom
     if forger {
         faults.push(Fault::ForgeRecoveryState(group[2]));
     }
+    // No loss: the member crashed for good must not leave gaps its peers wait for.
     let scenario = Scenario {
-        clients: 8,
-        requests_per_client: 150,
-        max_batch: 1,
         loss: 0.0,
-        faults,
-        max_time: 2_000_000,
-        ..Scenario::lossy(seed)
+        ..long(faults, seed)
     };
     let outcome = run(scenario.clone());
     check(&scenario, &outcome);
