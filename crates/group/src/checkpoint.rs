@@ -278,6 +278,11 @@ impl Checkpoints {
         self.queued = self.stable.slot;
     }
 
+    /// The slot of our latest CHECKPOINT (0 before the first): how far we decided and executed.
+    pub fn own_highest(&self) -> u64 {
+        self.own.keys().next_back().copied().unwrap_or(0)
+    }
+
     /// Whether we ever warranted a CHECKPOINT at or above `slot`.
     pub fn own_at_or_above(&self, slot: u64) -> bool {
         self.own.keys().next_back().is_some_and(|&s| s >= slot)

@@ -233,6 +233,10 @@ const MAX_BACKOFF: u32 = 5;
 const MAX_TIMER_DOUBLING: u32 = 6;
 /// Ticks between a recovering replica's re-sent JOINs and requests for state.
 const RECOVERY_RETRY_TICKS: u64 = 10;
+/// Ticks without progress, while f+1 members of our group report CHECKPOINTs two intervals
+/// ahead of us, after which we start over like a restarted replica: we are too far behind to
+/// catch up by fetching (beyond the verifier window or what the primary keeps).
+const BEHIND_TICKS: u64 = 40;
 
 /// What a replica keeps of its history ([`ReplicaCore::retained`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -321,6 +325,15 @@ pub struct ReplicaCore {
     witnesses: BTreeMap<u64, Witness>,
     /// A rejoined peer's messages released by its JOIN, to process after the PREPARE.
     released: Vec<Delivered<FromPeer>>,
+    /// The highest CHECKPOINT slot each member of our group warranted, as far as we saw (their
+    /// warrants checked on their own, whatever our ordered verifiers hold back).
+    ahead: BTreeMap<NodeId, u64>,
+    /// Our latest CHECKPOINT's slot at the tick it last moved.
+    progress: (u64, u64),
+    /// The warrant in flight when we started over is not ours any more: drop it, then JOIN.
+    discard_warrant: bool,
+    /// Peer states installed so far (see [`ReplicaCore::recoveries`]).
+    recoveries: u64,
 }
 
 impl ReplicaCore {
@@ -395,7 +408,63 @@ impl ReplicaCore {
             recovering: None,
             witnesses: BTreeMap::new(),
             released: Vec::new(),
+            ahead: BTreeMap::new(),
+            progress: (0, 0),
+            discard_warrant: false,
+            recoveries: 0,
         })
+    }
+
+    /// We are too far behind our group to catch up: start over with an empty state and
+    /// recover like a restarted replica (JOIN, then a peer's stable state). What we warranted
+    /// so far is given up, as after a crash.
+    fn start_over(&mut self) -> Vec<Action> {
+        let fresh = ReplicaCore::new(
+            self.cluster.clone(),
+            self.rule.clone(),
+            self.renderer.clone(),
+            SigningKey::from_seed(*self.key.seed()),
+            self.me,
+            self.timeout,
+        );
+        let Some(mut fresh) = fresh else {
+            return Vec::new();
+        };
+        tracing::warn!(
+            id = self.me.0,
+            next_slot = self.history.next_slot,
+            "too far behind the group to catch up: starting over (JOIN, then a peer's state)"
+        );
+        fresh.ticks = self.ticks;
+        fresh.recoveries = self.recoveries;
+        let in_flight = self.warranting.is_some();
+        *self = fresh;
+        if in_flight {
+            self.discard_warrant = true;
+            self.recovering = Some(Recovering {
+                join: None,
+                asked: self.ticks,
+            });
+            return Vec::new();
+        }
+        self.recover()
+    }
+
+    /// Whether f+1 members of our group warranted CHECKPOINTs two intervals beyond our own
+    /// latest one (we are not deciding: our history may have caught up while our peers'
+    /// COMMITs never can) and ours has not moved for [`BEHIND_TICKS`].
+    fn far_behind(&mut self) -> bool {
+        let ours = self.checkpoints.own_highest();
+        if ours != self.progress.0 {
+            self.progress = (ours, self.ticks);
+            return false;
+        }
+        let ahead = self
+            .ahead
+            .values()
+            .filter(|&&slot| slot >= ours + 2 * CHECKPOINT_INTERVAL)
+            .count();
+        ahead > self.f() && self.ticks - self.progress.1 >= BEHIND_TICKS
     }
 
     /// Starts recovering after a restart: we forgot what we warranted, so we warrant a JOIN
@@ -414,6 +483,12 @@ impl ReplicaCore {
     /// True while recovering after a restart.
     pub fn is_recovering(&self) -> bool {
         self.recovering.is_some()
+    }
+
+    /// How often this replica installed a peer's state (after a restart, or after it fell too
+    /// far behind).
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries
     }
 
     /// The primary this replica follows (its current view's).
@@ -601,11 +676,32 @@ impl ReplicaCore {
         self.agreements.retain(|&slot, _| slot > stable);
         self.unreplied.retain(|&slot, _| slot > stable);
         self.witnesses.retain(|&slot, _| slot >= stable);
+        self.vouch_for_stable();
         if let Some((anchor, proof)) = self.checkpoints.anchor() {
             if let Some(start) = self.log.iter().position(|e| e.ui().counter == anchor) {
                 self.log.drain(..start);
                 self.log_start = (anchor, proof);
             }
+        }
+    }
+
+    /// The high watermark counts our own CHECKPOINTs: once a checkpoint is stable (by our peers'
+    /// votes, a new view's cut or a recovery) above all of ours, we vouch for it with our own
+    /// CHECKPOINT, or we could never COMMIT two intervals beyond it. It is committed, so it is
+    /// what every correct replica holds there.
+    fn vouch_for_stable(&mut self) {
+        let stable = self.checkpoints.stable();
+        let Some(proof) = &stable.proof else {
+            return;
+        };
+        let queued = self
+            .checkpoint_due
+            .iter()
+            .any(|&(s, _, _)| s >= stable.slot);
+        if !self.checkpoints.own_at_or_above(stable.slot) && !queued {
+            let book = MessageDigest::of(&proof.book);
+            self.checkpoint_due
+                .push_back((stable.slot, stable.chain, book));
         }
     }
 
@@ -750,6 +846,9 @@ impl ReplicaCore {
 
     /// Our USIG warranted the message in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
+        if std::mem::take(&mut self.discard_warrant) {
+            return self.recover();
+        }
         let mut actions = match self.warranting.take() {
             None => return Vec::new(),
             Some(Warranting::Join) => {
@@ -891,6 +990,7 @@ impl ReplicaCore {
         let replica = checkpoint.replica;
         let bytes = checkpoint.own_warranted_bytes();
         if self.cluster.members(self.group).any(|r| r.id == replica.0) {
+            self.note_ahead(&checkpoint, &bytes);
             let ui = checkpoint.ui.clone();
             return self.on_peer_message(replica, &bytes, ui, FromPeer::Checkpoint(checkpoint));
         }
@@ -905,6 +1005,25 @@ impl ReplicaCore {
             self.collect_garbage(stable);
         }
         Ok(Vec::new())
+    }
+
+    /// Remembers how far a member of our group is, from a CHECKPOINT whose warrant verifies
+    /// (checked here only when it is beyond what we knew of that member).
+    fn note_ahead(&mut self, checkpoint: &Checkpoint, bytes: &[u8]) {
+        let replica = checkpoint.replica;
+        let known = self.ahead.get(&replica).copied().unwrap_or(0);
+        if replica == self.me || checkpoint.slot <= known {
+            return;
+        }
+        let warranted = self.cluster.usig_of(replica).is_some_and(|usig| {
+            self.cluster
+                .directory
+                .verify_ui(usig, bytes, &checkpoint.ui)
+                .is_ok()
+        });
+        if warranted {
+            self.ahead.insert(replica, checkpoint.slot);
+        }
     }
 
     fn on_peer_message(
@@ -1346,15 +1465,8 @@ impl ReplicaCore {
         // Snapshots of the old history must not become our CHECKPOINTs.
         self.checkpoints.restart();
         self.cut_slots.clear();
+        self.vouch_for_stable();
         let start = self.checkpoints.stable().clone();
-        if let Some(proof) = &start.proof {
-            // The high watermark counts our own CHECKPOINTs: vouch for the one we took over.
-            if !self.checkpoints.own_at_or_above(start.slot) {
-                let book = usig::MessageDigest::of(&proof.book);
-                self.checkpoint_due
-                    .push_back((start.slot, start.chain, book));
-            }
-        }
         self.book = start.book(&self.cluster);
         self.history = History {
             base: Some(nv.encode()),
@@ -1467,8 +1579,6 @@ impl ReplicaCore {
             }
         }
         let slot = low.slot;
-        self.checkpoint_due
-            .push_back((slot, low.chain, book.digest()));
         self.history = History {
             base,
             base_slot,
@@ -1478,6 +1588,7 @@ impl ReplicaCore {
             next_slot: slot + 1,
         };
         self.checkpoints.install(low);
+        self.vouch_for_stable();
         self.book = book;
         self.view = view;
         self.requested = view;
@@ -1490,6 +1601,7 @@ impl ReplicaCore {
             },
         );
         self.recovering = None;
+        self.recoveries += 1;
         tracing::info!(
             slot,
             view = view.0,
@@ -1607,6 +1719,9 @@ impl ReplicaCore {
             };
             r.asked = now;
             return vec![Action::SendJoin(join), Action::RequestRecovery];
+        }
+        if self.far_behind() {
+            return self.start_over();
         }
         let mut actions = Vec::new();
         let timer = self.timer();

@@ -304,15 +304,14 @@ pub async fn run(
                 }
             }
         }
-        let recovering = u64::from(core.is_recovering());
-        if metrics.recovering.get() > recovering {
+        metrics.recovering.set(u64::from(core.is_recovering()));
+        if core.recoveries() > metrics.recoveries.get() {
             tracing::warn!(
                 id = me.0,
                 "rejoined the group from a peer's stable checkpoint"
             );
             metrics.recoveries.inc();
         }
-        metrics.recovering.set(recovering);
         // A new stable checkpoint: decisions up to it need not stay on disk.
         if core.stable() > stable {
             stable = core.stable();

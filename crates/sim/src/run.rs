@@ -57,6 +57,13 @@ pub enum Fault {
     /// This replica sends recovering peers a state whose running digest before the stable slot
     /// is forged (as if to make them follow another PREPARE).
     ForgeRecoveryState(NodeId),
+    /// The network cuts this replica off from everyone from `from` to `until` (it keeps its
+    /// state and its USIG).
+    Isolate {
+        replica: NodeId,
+        from: u64,
+        until: u64,
+    },
 }
 
 /// What to simulate.
@@ -127,6 +134,8 @@ pub struct Outcome {
     pub retained: Retained,
     /// Replicas up at the end and still recovering after a restart.
     pub recovering: usize,
+    /// Recoveries completed (restarted replicas, and replicas that fell too far behind).
+    pub recoveries: usize,
     /// Recovery states a recovering replica refused.
     pub refused_states: u64,
     pub time: u64,
@@ -492,6 +501,14 @@ impl World {
         }
     }
 
+    /// Whether the network cuts this replica off now.
+    fn isolated(&self, id: NodeId) -> bool {
+        self.scenario.faults.iter().any(|f| {
+            matches!(*f, Fault::Isolate { replica, from, until }
+                if replica == id && from <= self.now && self.now < until)
+        })
+    }
+
     /// Whether this replica is crashed now.
     fn down(&self, id: NodeId) -> bool {
         self.scenario.faults.iter().any(|f| {
@@ -504,6 +521,7 @@ impl World {
         match (to, msg) {
             (Addr::Primary(id), _) if self.crashed(id) => {}
             (Addr::Replica(id), _) if self.down(id) => {}
+            (Addr::Replica(id), Msg::Proto(_) | Msg::FetchCommits(..)) if self.isolated(id) => {}
             (Addr::Primary(id), Msg::Proto(Message::Join(join))) => {
                 let Some((core, _)) = self.primaries.get_mut(&id) else {
                     return;
@@ -691,6 +709,14 @@ impl World {
     fn replica_actions(&mut self, id: NodeId, actions: Vec<ReplicaAction>) {
         let mut queue: std::collections::VecDeque<ReplicaAction> = actions.into();
         while let Some(action) = queue.pop_front() {
+            // An isolated replica's USIG and disk still work; its messages go nowhere.
+            let local = matches!(
+                action,
+                ReplicaAction::Warrant { .. } | ReplicaAction::Persist { .. }
+            );
+            if self.isolated(id) && !local {
+                continue;
+            }
             match action {
                 ReplicaAction::Warrant { bytes } => {
                     let Some((_, usig)) = self.replicas.get_mut(&id) else {
@@ -956,6 +982,7 @@ impl World {
                 .map(|(id, (r, _))| (*id, r.view()))
                 .collect(),
             recovering: up().filter(|(r, _)| r.is_recovering()).count(),
+            recoveries: up().map(|(r, _)| r.recoveries() as usize).sum(),
             refused_states: self.refused_states,
             retained: up()
                 .map(|(r, _)| r.retained())

@@ -188,6 +188,7 @@ fn long_run(faults: Vec<Fault>, seed: u64) -> Outcome {
     let scenario = long(faults, seed);
     let outcome = run(scenario.clone());
     check(&scenario, &outcome);
+    assert_eq!(outcome.recoveries, 0, "no replica had to start over");
     let interval = proto::CHECKPOINT_INTERVAL;
     let kept = outcome.retained;
     assert!(
@@ -256,6 +257,7 @@ fn restart_then_lose_another(new_epoch: bool, forger: bool, seed: u64) -> Outcom
     let outcome = run(scenario.clone());
     check(&scenario, &outcome);
     assert_eq!(outcome.recovering, 0, "the restarted replica recovered");
+    assert_eq!(outcome.recoveries, 1, "once");
     if forger {
         assert!(outcome.refused_states > 0, "the forged state was refused");
     }
@@ -282,4 +284,43 @@ fn a_replica_restart_replays_exactly() {
     let a = restart_then_lose_another(false, false, 44);
     let b = restart_then_lose_another(false, false, 44);
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+/// A member of group 0 is cut off from everyone for longer than its verifiers can bridge by
+/// fetching (more than a window of the primary's counters): once it sees f+1 members of its
+/// group two checkpoint intervals ahead and makes no progress, it starts over like a restarted
+/// replica. Another member then crashes for good, so the group goes on only with it.
+#[test]
+fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
+    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
+    let group: Vec<NodeId> = test
+        .cluster
+        .members(GroupId(0))
+        .map(|r| NodeId(r.id))
+        .collect();
+    let faults = vec![
+        Fault::Isolate {
+            replica: group[0],
+            from: 1_000,
+            until: 7_500,
+        },
+        Fault::RestartReplica {
+            replica: group[1],
+            crash: 11_000,
+            restart: u64::MAX,
+            new_epoch: false,
+        },
+    ];
+    let scenario = Scenario {
+        requests_per_client: 300,
+        loss: 0.0,
+        ..long(faults, 45)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    assert_eq!(outcome.recovering, 0);
+    assert_eq!(
+        outcome.recoveries, 1,
+        "the cut-off replica started over once"
+    );
 }
