@@ -334,6 +334,9 @@ pub struct ReplicaCore {
     discard_warrant: bool,
     /// Peer states installed so far (see [`ReplicaCore::recoveries`]).
     recoveries: u64,
+    /// When we last sent each recovering member our state: at most once per retry interval,
+    /// so a Byzantine member cannot make us send it at will.
+    answered: BTreeMap<NodeId, u64>,
 }
 
 impl ReplicaCore {
@@ -412,6 +415,7 @@ impl ReplicaCore {
             progress: (0, 0),
             discard_warrant: false,
             recoveries: 0,
+            answered: BTreeMap::new(),
         })
     }
 
@@ -1521,15 +1525,20 @@ impl ReplicaCore {
 
     /// A recovering member of our group asks for our stable state (its signature checked by the
     /// driver): the stable checkpoint and what follows the primary from it.
-    pub fn on_recovery_request(&self, from: NodeId) -> Vec<Action> {
+    pub fn on_recovery_request(&mut self, from: NodeId) -> Vec<Action> {
         let stable = self.checkpoints.stable();
         let witness = self.witnesses.get(&stable.slot);
         let (Some(proof), Some(w)) = (&stable.proof, witness) else {
             return Vec::new();
         };
-        if self.recovering.is_some() || from == self.me {
+        let recent = self
+            .answered
+            .get(&from)
+            .is_some_and(|&at| self.ticks < at + RECOVERY_RETRY_TICKS);
+        if self.recovering.is_some() || from == self.me || recent {
             return Vec::new();
         }
+        self.answered.insert(from, self.ticks);
         let state = RecoveryState {
             replica: self.me,
             stable: proof.clone(),
