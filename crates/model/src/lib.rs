@@ -146,7 +146,7 @@
 //! by the view-1 cut, nothing decided in view 0 or view 1 (the NEW-VIEW slot's executions
 //! included) by the view-2 cut, no order id gets two requests and no request two order ids
 //! (one group: 2 old PREPAREs and 1 view-1 message, about 1.7 M states, and 1 of each with a
-//! second NEW-VIEW of view 1, about 0.13 M, in the test suite; 2 view-1 messages, or 2 old
+//! second NEW-VIEW of view 1, about 0.11 M, in the test suite; 2 view-1 messages, or 2 old
 //! PREPAREs with a second NEW-VIEW, in `examples/repeated_deep_check.rs`). Refuted with shortest
 //! counterexamples: merging the VIEW-CHANGEs of the highest base view whatever NEW-VIEW they
 //! name (a Byzantine base on the second NEW-VIEW of view 1 displaces the decided cut),
