@@ -1,7 +1,8 @@
 //! A model check (stateright) of CloudBFT's commit rule and view-change rule as designed in
 //! docs/protocol.md ("View change, checkpoints and recovery"), for f = 1, of where a
-//! VIEW-CHANGE's log may start after checkpoints ([`anchor`]), and of when a VIEW-CHANGE of a
-//! replica that crashed with amnesia and recovered may count ([`recovery`]).
+//! VIEW-CHANGE's log may start after checkpoints ([`anchor`]), of when a VIEW-CHANGE of a
+//! replica that crashed with amnesia and recovered may count ([`recovery`]), and of repeated
+//! view changes with the rules as implemented ([`repeated`]).
 //!
 //! # What is modelled
 //!
@@ -54,7 +55,7 @@
 //! # Left out
 //!
 //! Checkpoints (`low` = 0, logs start at counter 1), loss and retransmission, more than one view
-//! change (and VIEW-CHANGEs that carry an earlier NEW-VIEW), batches and per-partition positions
+//! change (and VIEW-CHANGEs that carry an earlier NEW-VIEW: see [`repeated`]), batches and per-partition positions
 //! (one request per PREPARE, one global order), client timestamps (a duplicate is the same
 //! integer), a database node waiting for predecessors, REPLY-COMMIT-DB and REPLY, recovery and
 //! state transfer, configuration epochs. The new primary's view-1 PREPAREs are limited to one.
@@ -118,6 +119,41 @@
 //! JOIN, covering the slots the durable decision log says were decided instead of the JOIN,
 //! installing any stable checkpoint, and a checkpoint at J − 2 are refuted: a COMMIT the
 //! restarted replica forgot helped a correct replica decide a slot that the cut then loses.
+//!
+//! # Repeated view changes ([`repeated`])
+//!
+//! A fourth self-contained model checks view 0 → view 1 → view 2 with the rules as
+//! `group::view` and `group::core` implement them (docs/protocol.md, "As implemented"): one
+//! group of three (one Byzantine), 1 or 2 old PREPAREs, a Byzantine view-1 primary that after
+//! its NEW-VIEW warrants PREPAREs of any content, null messages, or a second NEW-VIEW of view
+//! 1; replicas COMMIT the NEW-VIEW slot and view-1 PREPAREs and decide in view 1, each moves to
+//! view 1 or view 2 at any moment and accepts a NEW-VIEW whenever it arrives (or decides late
+//! in its old view); a VIEW-CHANGE for view 2 carries its sender's base NEW-VIEW and the base
+//! view's PREPAREs it processed, the Byzantine member's any valid one (a COMMIT of a view after
+//! its base is refused, its COMMITs of its base view chain the prefix it must show). The
+//! view-2 cut takes the VIEW-CHANGEs of the highest base view and, among those, of the
+//! NEW-VIEW with the lowest counter, and merges their histories slot by slot. Abstractions as
+//! above (eager decisions, the network's freedom as interleavings, every COMMIT-DB of a correct
+//! member executable with the Byzantine member's), and the view-2 NEW-VIEW slot decided once a
+//! correct replica enters (the Byzantine member COMMITs it). Checkpoints are left out: a log
+//! starting at a proven anchor shows every COMMIT above the stable checkpoint ([`anchor`]), and
+//! slots up to a stable checkpoint are committed on the one history later cuts keep, so the
+//! checkpoint only shortens what a VIEW-CHANGE shows below it (a Byzantine VIEW-CHANGE with
+//! base view 0 and a view-1 stable checkpoint is possible only without view-1 COMMITs above
+//! it, and then nothing above it was decided in view 1).
+//!
+//! **The implemented rules keep everything**: exhaustively, nothing decided in view 0 is lost
+//! by the view-1 cut, nothing decided in view 0 or view 1 (the NEW-VIEW slot's executions
+//! included) by the view-2 cut, no order id gets two requests and no request two order ids
+//! (one group: 2 old PREPAREs and 1 view-1 message, about 1.7 M states, and 1 of each with a
+//! second NEW-VIEW of view 1, about 0.11 M, in the test suite; 2 view-1 messages, or 2 old
+//! PREPAREs with a second NEW-VIEW, in `examples/repeated_deep_check.rs`). Refuted with shortest
+//! counterexamples: merging the VIEW-CHANGEs of the highest base view whatever NEW-VIEW they
+//! name (a Byzantine base on the second NEW-VIEW of view 1 displaces the decided cut),
+//! merging every VIEW-CHANGE whatever its base view (a view-0 history fills a null slot of the
+//! view-1 cut and shifts a decided order id), counting a peer's view-1 COMMIT warranted after
+//! its VIEW-CHANGE for view 2, and sending a new view's cut to the database nodes without f+1
+//! COMMITs of its NEW-VIEW slot (a later cut of base view 0 differs from it).
 
 pub mod anchor;
 pub mod commit;
@@ -126,6 +162,7 @@ pub mod harness;
 pub mod new_view;
 pub mod prepare;
 pub mod recovery;
+pub mod repeated;
 pub mod view_change;
 
 use commit_db::{executable, view0_orders, view1_orders};
