@@ -39,7 +39,7 @@ type Fault = Box<dyn FnOnce(&Path) -> Vec<Restarted>>;
 /// Runs `transfers` transfers per task, applies `fault` a quarter of the way, checks that every
 /// transfer completes, money is conserved and every database node ends in the same state;
 /// prints the longest time without a completed transfer after the fault.
-fn under_load(base_port: u16, what: &str, transfers: u64, fault: Fault) {
+fn under_load(base_port: u16, what: &str, usig: &str, transfers: u64, fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -47,7 +47,7 @@ fn under_load(base_port: u16, what: &str, transfers: u64, fault: Fault) {
         &data,
         base_port,
         base_port + 2000,
-        &["--application", "bank"],
+        &["--application", "bank", "--usig", usig],
     );
     let config = demo.config();
     let completed: Arc<Mutex<Vec<Instant>>> = Arc::default();
@@ -177,6 +177,7 @@ fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
     under_load(
         61800,
         "primary of view 0 killed",
+        "soft",
         40,
         Box::new(|config| {
             kill(config, "primary", 0);
@@ -190,6 +191,7 @@ fn a_database_node_killed_and_restarted_under_load_catches_up() {
     under_load(
         61900,
         "database node 12 killed and restarted",
+        "soft",
         40,
         Box::new(|config| {
             let args = kill(config, "dbnode", 12);
@@ -344,6 +346,7 @@ fn a_replica_killed_and_restarted_under_load_rejoins_its_group() {
     under_load(
         61500,
         "replica killed and restarted, then another of its group killed",
+        "soft",
         RECOVERY_TRANSFERS,
         Box::new(|config| rejoin(config, false)),
     );
@@ -354,7 +357,22 @@ fn a_machine_rebooted_under_load_rejoins_in_new_usig_epochs() {
     under_load(
         61550,
         "machine rebooted (its replicas, database node and usigd; new USIG epochs)",
+        "soft",
         RECOVERY_TRANSFERS,
         Box::new(|config| rejoin(config, true)),
+    );
+}
+
+/// The same with TPM warrants (swtpm): peers follow the restarted replica from its JOIN's chain
+/// value, and it follows the primary and its peers from chain values the stable checkpoint
+/// certifies.
+#[test]
+fn a_replica_restarted_under_load_rejoins_with_tpm_warrants() {
+    under_load(
+        61150,
+        "replica killed and restarted (TPM warrants), then another of its group killed",
+        "tpm",
+        RECOVERY_TRANSFERS,
+        Box::new(|config| rejoin(config, false)),
     );
 }
