@@ -435,6 +435,37 @@ mod tests {
         assert!(v.begin_epoch(ID, Epoch(2)).is_err());
     }
 
+    /// A verifier that resumes at a certified position (counter and chain value) follows that
+    /// chain only: a warrant for the same counter on another branch of the host's PCR history
+    /// is refused, and a resume after a TPM warrant continues from its PCR value.
+    #[test]
+    fn resuming_pins_the_chain_value() {
+        let ak = FakeAk::new();
+        let e = Epoch::from_tpm(1, 0);
+        let d = |m: &[u8]| MessageDigest::of(m);
+        let v1 = extend(&[0; 32], &tpm_entry(ID, 1, &d(b"a")));
+        let w2 = ak.warrant(ID, e, 2, v1, &d(b"b"), 3);
+        let branch = extend(&v1, &[0xee; 32]);
+        let w2_branch = ak.warrant(ID, e, 2, branch, &d(b"B"), 3);
+        let mut v: OrderedVerifier<()> = OrderedVerifier::new(ak.directory(ID, 3), 8);
+        assert_eq!(v.resume_at(ID, e, 2, v1), Ok(Vec::new()));
+        assert_eq!(
+            v.offer(ID, d(b"B"), &w2_branch, ()).map(|x| x.len()),
+            Err(VerifyError::ChainBroken {
+                counter: 2,
+                previous: 1
+            })
+        );
+        assert_eq!(v.offer(ID, d(b"b"), &w2, ()).map(|x| x.len()), Ok(1));
+        // Resuming after counter 2 (as after a JOIN) continues from its PCR value.
+        let v2 = extend(&v1, &tpm_entry(ID, 2, &d(b"b")));
+        let w3 = ak.warrant(ID, e, 3, v2, &d(b"c"), 3);
+        let mut after: OrderedVerifier<()> = OrderedVerifier::new(ak.directory(ID, 3), 8);
+        assert_eq!(after.resume_after(ID, &d(b"b"), &w2), Ok(Vec::new()));
+        assert_eq!(after.expected(ID), Some((e, 3)));
+        assert_eq!(after.offer(ID, d(b"c"), &w3, ()).map(|x| x.len()), Ok(1));
+    }
+
     #[test]
     fn tpm_warrants_must_continue_one_chain() {
         let ak = FakeAk::new();
