@@ -324,3 +324,43 @@ fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
         "the cut-off replica started over once"
     );
 }
+
+/// The primary crashes and the cluster moves to view 1; then a member of group 0 restarts and
+/// recovers from a stable checkpoint of view 1 (it checks the PREPARE there against the view's
+/// NEW-VIEW), and another member crashes for good afterwards.
+#[test]
+fn a_replica_restarted_after_a_view_change_rejoins_in_the_new_view() {
+    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
+    let group: Vec<NodeId> = test
+        .cluster
+        .members(GroupId(0))
+        .map(|r| NodeId(r.id))
+        .collect();
+    let faults = vec![
+        Fault::CrashPrimary(1_000),
+        Fault::RestartReplica {
+            replica: group[0],
+            crash: 3_000,
+            restart: 4_000,
+            new_epoch: false,
+        },
+        Fault::RestartReplica {
+            replica: group[1],
+            crash: 8_000,
+            restart: u64::MAX,
+            new_epoch: false,
+        },
+    ];
+    let scenario = Scenario {
+        loss: 0.0,
+        ..long(faults, 46)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    assert_eq!((outcome.recovering, outcome.recoveries), (0, 1));
+    assert!(
+        outcome.views.values().all(|v| *v >= View(1)),
+        "{:?}",
+        outcome.views
+    );
+}
