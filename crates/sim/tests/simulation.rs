@@ -222,16 +222,18 @@ fn a_view_change_after_checkpoints_starts_from_the_stable_one() {
     );
 }
 
+/// The members of group 0 in the simulated cluster (f = 1, two groups).
+fn group0() -> Vec<NodeId> {
+    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
+    let members = test.cluster.members(GroupId(0));
+    members.map(|r| NodeId(r.id)).collect()
+}
+
 /// A member of group 0 crashes, forgetting everything it had not sent, and restarts: it rejoins
 /// through a JOIN the primary orders and a peer's stable state. Later another member crashes
 /// for good, so the group goes on only if the restarted one really took part again.
 fn restart_then_lose_another(new_epoch: bool, forger: bool, seed: u64) -> Outcome {
-    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
-    let group: Vec<NodeId> = test
-        .cluster
-        .members(GroupId(0))
-        .map(|r| NodeId(r.id))
-        .collect();
+    let group = group0();
     let mut faults = vec![
         Fault::RestartReplica {
             replica: group[0],
@@ -292,12 +294,7 @@ fn a_replica_restart_replays_exactly() {
 /// replica. Another member then crashes for good, so the group goes on only with it.
 #[test]
 fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
-    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
-    let group: Vec<NodeId> = test
-        .cluster
-        .members(GroupId(0))
-        .map(|r| NodeId(r.id))
-        .collect();
+    let group = group0();
     let faults = vec![
         Fault::Isolate {
             replica: group[0],
@@ -330,12 +327,7 @@ fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
 /// NEW-VIEW), and another member crashes for good afterwards.
 #[test]
 fn a_replica_restarted_after_a_view_change_rejoins_in_the_new_view() {
-    let test = proto::testing::TestCluster::new(1, 2, 4, 8);
-    let group: Vec<NodeId> = test
-        .cluster
-        .members(GroupId(0))
-        .map(|r| NodeId(r.id))
-        .collect();
+    let group = group0();
     let faults = vec![
         Fault::CrashPrimary(1_000),
         Fault::RestartReplica {
