@@ -189,6 +189,8 @@ struct Recovering {
     join: Option<Join>,
     /// Tick at which we last sent it and asked our peers for their state.
     asked: u64,
+    /// The base NEW-VIEW (by digest) each member of our group sent with its state.
+    bases: BTreeMap<NodeId, MessageDigest>,
 }
 
 /// What a recovering peer needs to follow the primary from a checkpoint slot: the proposal
@@ -448,6 +450,7 @@ impl ReplicaCore {
             self.recovering = Some(Recovering {
                 join: None,
                 asked: self.ticks,
+                bases: BTreeMap::new(),
             });
             return Vec::new();
         }
@@ -477,6 +480,7 @@ impl ReplicaCore {
         self.recovering = Some(Recovering {
             join: None,
             asked: self.ticks,
+            bases: BTreeMap::new(),
         });
         self.warranting = Some(Warranting::Join);
         vec![Action::Warrant {
@@ -1545,7 +1549,9 @@ impl ReplicaCore {
             witness: w.before,
             at: w.at.clone(),
             base: w.base.clone(),
-        };
+            signature: Signature([0; 64]),
+        }
+        .sign(&self.key);
         vec![Action::SendRecoveryState {
             to: from,
             state: Box::new(state),
@@ -1559,6 +1565,14 @@ impl ReplicaCore {
         let Some(join) = self.recovering.as_ref().and_then(|r| r.join.clone()) else {
             return Ok(Vec::new());
         };
+        let mate = self
+            .cluster
+            .members(self.group)
+            .any(|r| r.id == state.replica.0);
+        let key = self.cluster.node_key(state.replica).filter(|_| mate);
+        if state.replica == self.me || !key.is_some_and(|k| state.verify(k)) {
+            return Err(Reject::BadSignature);
+        }
         let unusable = Reject::InvalidRecoveryState;
         let low =
             stable(&self.cluster, &state.stable).map_err(|_| unusable(Unusable::Checkpoint))?;
@@ -1573,6 +1587,9 @@ impl ReplicaCore {
         let Some(anchors) = self.anchors_in(&low, &book) else {
             return Ok(Vec::new());
         };
+        if !self.base_agreed(&state) {
+            return Ok(Vec::new());
+        }
         let primary = self.usig(state.at.primary())?;
         let digest = MessageDigest::of(&state.at.warranted_bytes());
         self.primaries
@@ -1617,6 +1634,22 @@ impl ReplicaCore {
             "recovered from a peer's stable checkpoint"
         );
         Ok(self.next_warrant())
+    }
+
+    /// Whether f+1 members of our group sent the NEW-VIEW this state's proposal is based on (a
+    /// Byzantine primary may have warranted two for one view, and only the one correct replicas
+    /// accepted may become our base: our VIEW-CHANGEs carry it).
+    fn base_agreed(&mut self, state: &RecoveryState) -> bool {
+        let Some(base) = &state.base else {
+            return true;
+        };
+        let quorum = self.f() + 1;
+        let Some(r) = self.recovering.as_mut() else {
+            return false;
+        };
+        let digest = MessageDigest::of(base);
+        r.bases.insert(state.replica, digest);
+        r.bases.values().filter(|&&d| d == digest).count() >= quorum
     }
 
     /// Where the stable checkpoint's CHECKPOINTs of our group put each other member: the anchor

@@ -830,6 +830,7 @@ impl World {
                 ReplicaAction::SendRecoveryState { to, mut state } => {
                     if self.faulty(Fault::ForgeRecoveryState(id)) {
                         state.witness = usig::MessageDigest::of(b"forged");
+                        *state = state.clone().sign(&node_key(id));
                     }
                     self.send(Addr::Replica(to), Msg::Proto(Message::RecoveryState(state)));
                 }
