@@ -154,11 +154,12 @@ impl<A: Application> Executor<A> {
 impl Snapshot {
     /// Reads every transferred row in key order and returns the state digest over them. With
     /// `rows`, also hands them to `chunk` in pieces of about [`MAX_CHUNK_BYTES`] (never mixing
-    /// tables); a table without rows gives no chunk.
-    pub async fn stream(
+    /// tables), reading on only once `chunk`'s future completes (so a sender can go at its
+    /// receivers' pace); a table without rows gives no chunk.
+    pub async fn stream<F: std::future::Future<Output = ()>>(
         mut self,
         rows: bool,
-        mut chunk: impl FnMut(TableRows),
+        mut chunk: impl FnMut(TableRows) -> F,
     ) -> Result<[u8; 32], DbError> {
         let sql = |source| DbError::Sql {
             url: self.url.clone(),
@@ -191,11 +192,12 @@ impl Snapshot {
                         table: part.table,
                         columns: part.columns.clone(),
                         rows: std::mem::take(&mut part.rows),
-                    });
+                    })
+                    .await;
                 }
             }
             if !part.rows.is_empty() {
-                chunk(part);
+                chunk(part).await;
             }
         }
         let _ = self.tx.rollback().await;

@@ -191,6 +191,35 @@ impl Transport {
         peers.insert(to, queue);
     }
 
+    /// Queues `frame` for `to` like [`send`](Transport::send), but waits while the destination's
+    /// queue is full instead of dropping the frame: for bulk transfers (a database node's state)
+    /// whose sender must go at the receiver's pace. Returns false if the frame was refused
+    /// (oversized) or the transport shut down.
+    pub async fn send_paced(&self, to: SocketAddr, frame: Vec<u8>) -> bool {
+        let shared = &self.shared;
+        if frame.len() > shared.config.max_frame {
+            add(&shared.counters.oversized, 1);
+            return false;
+        }
+        let queue = {
+            let mut peers = shared.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            if shared.is_shut_down() {
+                add(&shared.counters.dropped, 1);
+                return false;
+            }
+            let queue = peers.entry(to).or_insert_with(|| shared.spawn_peer(to));
+            if queue.is_closed() {
+                *queue = shared.spawn_peer(to);
+            }
+            queue.clone()
+        };
+        let sent = queue.send(frame).await.is_ok();
+        if !sent {
+            add(&shared.counters.dropped, 1);
+        }
+        sent
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         self.shared.counters.snapshot()

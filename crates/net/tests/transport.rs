@@ -312,6 +312,46 @@ async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_pee
     drop(stalled);
 }
 
+/// A bulk sender that paces itself loses nothing toward a receiver that reads slowly: 20 MB in
+/// 64 KiB frames through a 4-frame queue and a receiver that reads nothing until its own inbound
+/// queue (4 frames) and the kernel buffers are full. Plain sends would drop most of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_sends_wait_for_a_slow_receiver_and_lose_nothing() {
+    const N: u64 = 320;
+    let cfg = TransportConfig {
+        queue_per_peer: 4,
+        inbound_queue: 4,
+        ..config()
+    };
+    let (a, _a_rx) = bind(cfg.clone()).await;
+    let (b, mut b_rx) = bind(cfg).await;
+    let to = b.local_addr();
+    let sender = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            for seq in 0..N {
+                let mut frame = seq.to_be_bytes().to_vec();
+                frame.resize(64 * 1024, seq as u8);
+                assert!(a.send_paced(to, frame).await);
+            }
+        })
+    };
+    // The receiver's queue fills before it reads anything.
+    wait_until("the receiver's queue is full", || {
+        b.stats().frames_received >= 4
+    })
+    .await;
+    for seq in 0..N {
+        let frame = recv(&mut b_rx).await.frame;
+        assert_eq!(u64::from_be_bytes(frame[..8].try_into().unwrap()), seq);
+        assert_eq!(frame.len(), 64 * 1024);
+    }
+    timeout(WAIT, sender).await.unwrap().unwrap();
+    assert_eq!(a.stats().dropped, 0);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test]
 async fn oversized_sends_are_refused_and_shutdown_drops_later_sends() {
     let cfg = TransportConfig {

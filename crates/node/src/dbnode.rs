@@ -295,6 +295,35 @@ fn spawn_batch<A: Application>(
     });
 }
 
+/// How long a STATE-CHUNK may wait for room in a destination's queue before the transfer is
+/// given up (a requester that died must not keep our snapshot open).
+const CHUNK_STALL: Duration = Duration::from_secs(10);
+
+/// Signs STATE-CHUNK `index` of the snapshot at `order` and sends it to `serve.stream`, waiting
+/// for room in their queues; false if a destination stalled for [`CHUNK_STALL`].
+async fn send_chunk(serve: &Serve, order: u64, rows: TableRows, index: u32, last: bool) -> bool {
+    let chunk = StateChunk {
+        db_node: serve.me,
+        order,
+        index,
+        last,
+        rows,
+        signature: Signature([0; 64]),
+    }
+    .sign(&serve.key);
+    let message = Message::StateChunk(chunk);
+    let paced = serve.peers.to_nodes_paced(&serve.stream, &message);
+    let sent = tokio::time::timeout(CHUNK_STALL, paced).await.is_ok();
+    if !sent {
+        tracing::warn!(
+            order,
+            index,
+            "a database node behind stopped taking STATE-CHUNKs"
+        );
+    }
+    sent
+}
+
 /// Who a snapshot is for, and how to reach and sign for them.
 struct Serve {
     me: NodeId,
@@ -305,8 +334,10 @@ struct Serve {
 }
 
 /// Opens a snapshot for `order` (reporting it pinned at once, so that executions go on),
-/// streams its rows as signed STATE-CHUNKs to `stream` (each chunk sent when the next is read,
-/// so that the last one can say so), and sends the signed digest to `answer`.
+/// streams its rows as signed STATE-CHUNKs to `stream` (one chunk behind the reading, so that
+/// the last one can say so, and each only once the destinations' queues take it: a large state
+/// goes at the receivers' pace instead of overflowing their queues), and sends the signed digest
+/// to `answer` after the last chunk.
 fn spawn_snapshot<A: Application>(
     executor: &Executor<A>,
     order: u64,
@@ -319,40 +350,51 @@ fn spawn_snapshot<A: Application>(
         let snapshot = executor.snapshot().await;
         let _ = pinned.send(Transfer::Pinned(order));
         let started = Instant::now();
-        let send = |rows: TableRows, index: u32, last: bool| {
-            let chunk = StateChunk {
-                db_node: serve.me,
-                order,
-                index,
-                last,
-                rows,
-                signature: Signature([0; 64]),
-            }
-            .sign(&serve.key);
-            serve
-                .peers
-                .to_nodes(serve.stream.iter().copied(), &Message::StateChunk(chunk));
+        let serve = Arc::new(serve);
+        let (chunks, mut to_send) = mpsc::channel::<TableRows>(2);
+        let sender = {
+            let serve = serve.clone();
+            tokio::spawn(async move {
+                let mut held: Option<TableRows> = None;
+                let mut index = 0;
+                while let Some(rows) = to_send.recv().await {
+                    if let Some(previous) = held.replace(rows) {
+                        if !send_chunk(&serve, order, previous, index, false).await {
+                            // Dropping the receiver lets the reading finish without sending.
+                            return index;
+                        }
+                        index += 1;
+                    }
+                }
+                if let Some(last) = held {
+                    if send_chunk(&serve, order, last, index, true).await {
+                        index += 1;
+                    }
+                }
+                index
+            })
         };
-        let mut held: Option<TableRows> = None;
-        let mut index = 0;
         let streamed = match snapshot {
             Ok(snapshot) => {
                 snapshot
                     .stream(!serve.stream.is_empty(), |rows| {
-                        if let Some(previous) = held.replace(rows) {
-                            send(previous, index, false);
-                            index += 1;
+                        let chunks = chunks.clone();
+                        async move {
+                            let _ = chunks.send(rows).await;
                         }
                     })
                     .await
             }
             Err(e) => Err(e),
         };
+        drop(chunks);
+        if streamed.is_err() {
+            // No last chunk: the requester's attempt fails and it asks again.
+            sender.abort();
+        }
+        let sent = sender.await.unwrap_or(0);
         match streamed {
             Ok(digest) => {
-                if let Some(last) = held {
-                    send(last, index, true);
-                }
                 let checkpoint = DbCheckpoint {
                     db_node: serve.me,
                     target: order,
@@ -369,7 +411,7 @@ fn spawn_snapshot<A: Application>(
                     order,
                     answer = ?serve.answer,
                     stream = ?serve.stream,
-                    chunks = index + u32::from(!serve.stream.is_empty()),
+                    chunks = sent,
                     seconds = started.elapsed().as_secs_f64(),
                     "served a state snapshot to database nodes that are behind"
                 );

@@ -82,6 +82,17 @@ impl Peers {
         }
     }
 
+    /// Sends to configured nodes, waiting while a destination's queue is full (bulk transfers
+    /// that must go at the receivers' pace; see `net::Transport::send_paced`).
+    pub async fn to_nodes_paced(&self, nodes: &[NodeId], message: &Message) {
+        let frame = Envelope::encode(message);
+        for node in nodes {
+            if let Some(&addr) = self.nodes.get(node) {
+                self.transport.send_paced(addr, frame.clone()).await;
+            }
+        }
+    }
+
     /// Sends to a client's configured reply address; a client without one gets nothing.
     pub fn to_client(&self, client: ClientId, message: &Message) {
         if let Some(&addr) = self.clients.get(&client) {

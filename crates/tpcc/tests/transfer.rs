@@ -23,7 +23,10 @@ async fn a_loaded_database_transfers_in_chunks_and_installs_identically(target: 
         .snapshot()
         .await
         .unwrap()
-        .stream(true, |part| parts.push(part))
+        .stream(true, |part| {
+            parts.push(part);
+            std::future::ready(())
+        })
         .await
         .unwrap();
     assert_eq!(digest, source.digest().await.unwrap());

@@ -12,7 +12,13 @@ const PARTITIONS: u32 = 3;
 /// The rows and digest of a snapshot.
 async fn stream(snapshot: Snapshot) -> (Vec<TableRows>, [u8; 32]) {
     let mut parts = Vec::new();
-    let digest = snapshot.stream(true, |p| parts.push(p)).await.unwrap();
+    let digest = snapshot
+        .stream(true, |p| {
+            parts.push(p);
+            std::future::ready(())
+        })
+        .await
+        .unwrap();
     (parts, digest)
 }
 
