@@ -6,7 +6,7 @@
 use crate::order::OrderBook;
 use crate::view::Low;
 use proto::config::Cluster;
-use proto::{Anchor, Checkpoint, GroupId, NodeId, StableCheckpoint, CHECKPOINT_INTERVAL};
+use proto::{Anchor, Checkpoint, GroupId, Lineage, NodeId, StableCheckpoint, CHECKPOINT_INTERVAL};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use usig::MessageDigest;
@@ -15,8 +15,9 @@ use usig::MessageDigest;
 /// of the next stable checkpoint; a Byzantine one cannot fill memory with far-future votes).
 const VOTE_HORIZON: u64 = 4 * CHECKPOINT_INTERVAL;
 
-/// What one checkpoint vouches for: slot, running digest, order book digest.
-type Point = (u64, MessageDigest, MessageDigest);
+/// What one checkpoint vouches for: slot, running digest, order book digest, and the history it
+/// was taken on.
+pub type Point = (u64, MessageDigest, MessageDigest, Lineage);
 
 /// The slot of the CHECKPOINT a replica must have warranted before it COMMITs `slot`: the
 /// multiple of the interval two below `slot`'s (the high watermark; 0 needs none).
@@ -46,7 +47,7 @@ pub struct Checkpoints {
     /// above that report it, by reporter. f+1 of them let our VIEW-CHANGE's log start there.
     proofs: BTreeMap<u64, BTreeMap<NodeId, Checkpoint>>,
     /// Our running digest and order book at each checkpoint slot we passed, above the stable.
-    snapshots: BTreeMap<u64, (MessageDigest, OrderBook)>,
+    snapshots: BTreeMap<u64, (MessageDigest, OrderBook, Lineage)>,
     /// The highest slot we queued our CHECKPOINT for.
     queued: u64,
     /// Our warranted CHECKPOINTs: slot and the warrant counter of the first at that slot.
@@ -82,23 +83,29 @@ impl Checkpoints {
 
     /// Our history reached `slot` with this running digest and book. Returns a newly stable
     /// checkpoint if the votes for it were already in.
-    pub fn passed(&mut self, slot: u64, chain: MessageDigest, book: &OrderBook) -> Option<u64> {
+    pub fn passed(
+        &mut self,
+        slot: u64,
+        chain: MessageDigest,
+        book: &OrderBook,
+        lineage: Lineage,
+    ) -> Option<u64> {
         if slot % CHECKPOINT_INTERVAL != 0 || slot <= self.stable.slot {
             return None;
         }
-        self.snapshots.insert(slot, (chain, book.clone()));
+        self.snapshots.insert(slot, (chain, book.clone(), lineage));
         self.try_stable(slot)
     }
 
     /// Our next CHECKPOINT, if `decided_through(slot)` says our group's work up to a passed
-    /// checkpoint slot is decided and executed: (slot, running digest, book digest).
+    /// checkpoint slot is decided and executed.
     pub fn due(&mut self, decided_through: impl Fn(u64) -> bool) -> Option<Point> {
-        let (&slot, (chain, book)) = self.snapshots.range(self.queued + 1..).next()?;
+        let (&slot, (chain, book, lineage)) = self.snapshots.range(self.queued + 1..).next()?;
         if !decided_through(slot) {
             return None;
         }
         self.queued = slot;
-        Some((slot, *chain, book.digest()))
+        Some((slot, *chain, book.digest(), *lineage))
     }
 
     /// Our CHECKPOINT was warranted (counter `ui.counter`); it is our vote too.
@@ -195,7 +202,7 @@ impl Checkpoints {
         if slot <= self.stable.slot || slot > horizon || slot % CHECKPOINT_INTERVAL != 0 {
             return None;
         }
-        let point = (slot, checkpoint.chain, checkpoint.book);
+        let point = (slot, checkpoint.chain, checkpoint.book, checkpoint.lineage);
         self.votes
             .entry(point)
             .or_default()
@@ -205,8 +212,8 @@ impl Checkpoints {
 
     /// Makes `slot` stable if f+1 replicas of every group vouch for what our snapshot holds.
     fn try_stable(&mut self, slot: u64) -> Option<u64> {
-        let (chain, book) = self.snapshots.get(&slot)?;
-        let point = (slot, *chain, book.digest());
+        let (chain, book, lineage) = self.snapshots.get(&slot)?;
+        let point = (slot, *chain, book.digest(), *lineage);
         let votes = self.votes.get(&point)?;
         let quorum = self.cluster.config.f + 1;
         let mut per_group: BTreeMap<GroupId, Vec<&Checkpoint>> = BTreeMap::new();
@@ -247,7 +254,7 @@ impl Checkpoints {
         let slot = low.slot;
         self.stable = low;
         self.snapshots.retain(|&s, _| s > slot);
-        self.votes.retain(|&(s, _, _), _| s > slot);
+        self.votes.retain(|&(s, _, _, _), _| s > slot);
         self.queued = self.queued.max(slot);
         let keep_from = slot.saturating_sub(CHECKPOINT_INTERVAL);
         // Our CHECKPOINTs below the anchor are no longer needed, nor reports of them; we report
@@ -304,12 +311,20 @@ mod tests {
     use usig::Usig;
 
     fn vote(replica: u32, slot: u64, chain: MessageDigest, book: MessageDigest) -> Checkpoint {
-        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book, &[]);
+        let bytes = Checkpoint::warranted_bytes(
+            NodeId(replica),
+            slot,
+            &chain,
+            &book,
+            &Lineage::GENESIS,
+            &[],
+        );
         Checkpoint {
             replica: NodeId(replica),
             slot,
             chain,
             book,
+            lineage: Lineage::GENESIS,
             anchors: Vec::new(),
             ui: usig(NodeId(replica)).create_ui(&bytes).unwrap(),
         }
@@ -330,7 +345,7 @@ mod tests {
             }
             let other = MessageDigest::of(b"another history");
             assert_eq!(cp.vote(vote(202, slot, other, book.digest())), None);
-            assert_eq!(cp.passed(slot, chain, &book), None);
+            assert_eq!(cp.passed(slot, chain, &book, Lineage::GENESIS), None);
             assert_eq!(cp.vote(vote(203, slot, chain, book.digest())), Some(slot));
             assert_eq!(cp.stable().slot, slot);
             assert!(cp.retained() <= 2, "kept {}", cp.retained());
@@ -344,12 +359,20 @@ mod tests {
     /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.
     fn report(who: &mut SoftUsig, replica: u32, slot: u64, anchors: Vec<Anchor>) -> Checkpoint {
         let (chain, book) = (MessageDigest::of(b"h"), MessageDigest::of(b"book"));
-        let bytes = Checkpoint::warranted_bytes(NodeId(replica), slot, &chain, &book, &anchors);
+        let bytes = Checkpoint::warranted_bytes(
+            NodeId(replica),
+            slot,
+            &chain,
+            &book,
+            &Lineage::GENESIS,
+            &anchors,
+        );
         Checkpoint {
             replica: NodeId(replica),
             slot,
             chain,
             book,
+            lineage: Lineage::GENESIS,
             anchors,
             ui: who.create_ui(&bytes).unwrap(),
         }
@@ -380,7 +403,7 @@ mod tests {
         cp.warranted(&ours);
         let mine = Anchor::of(NodeId(101), &ours.ui);
         let book = OrderBook::new(&cluster);
-        cp.passed(2 * k, MessageDigest::of(b"h"), &book);
+        cp.passed(2 * k, MessageDigest::of(b"h"), &book, Lineage::GENESIS);
         let wrong = Anchor { counter: 9, ..mine };
         cp.delivered(&report(&mut peer, 102, 2 * k, vec![wrong]));
         assert_eq!(cp.anchor(), None);

@@ -8,16 +8,16 @@
 //! asks for a view change; f+1 members of one group asking moves it to the next view
 //! (docs/protocol.md, "View change").
 
-use crate::checkpoint::Checkpoints;
+use crate::checkpoint::{Checkpoints, Point};
 use crate::order::OrderBook;
 use crate::render::Renderer;
 use crate::view::{in_configured_epoch, primary_of, stable, Checker, Cut, Low, Slot};
 use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId, Join,
-    NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb,
-    ReqViewChange, Request, Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted,
-    CHECKPOINT_INTERVAL,
+    Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState, Reply,
+    ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View, ViewChange, ViewChangeBody,
+    Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -175,9 +175,7 @@ enum Warranting {
         body: ViewChangeBody,
     },
     Checkpoint {
-        slot: u64,
-        chain: MessageDigest,
-        book: MessageDigest,
+        point: Point,
         anchors: Vec<Anchor>,
     },
     Join,
@@ -189,8 +187,6 @@ struct Recovering {
     join: Option<Join>,
     /// Tick at which we last sent it and asked our peers for their state.
     asked: u64,
-    /// The base NEW-VIEW (by digest) each member of our group sent with its state.
-    bases: BTreeMap<NodeId, MessageDigest>,
 }
 
 /// What a recovering peer needs to follow the primary from a checkpoint slot: the proposal
@@ -214,6 +210,8 @@ struct History {
     /// Running digest of slots `1..next_slot`.
     chain: MessageDigest,
     next_slot: u64,
+    /// The view and NEW-VIEW this history is of (our CHECKPOINTs name it).
+    lineage: Lineage,
 }
 
 /// Decided executions kept for database nodes that have not answered yet (a lagging node
@@ -295,7 +293,7 @@ pub struct ReplicaCore {
     log_start: (u64, Vec<Checkpoint>),
     checkpoints: Checkpoints,
     /// Our CHECKPOINTs to warrant (before any COMMIT: the high watermark may wait for them).
-    checkpoint_due: VecDeque<(u64, MessageDigest, MessageDigest)>,
+    checkpoint_due: VecDeque<Point>,
     awaiting: BTreeMap<u64, Awaiting>,
     /// Decided executions without f+1 matching results yet, by slot.
     unreplied: BTreeMap<u64, usize>,
@@ -373,6 +371,7 @@ impl ReplicaCore {
                 since_base: Vec::new(),
                 chain: chain_start(cluster.epoch()),
                 next_slot: 1,
+                lineage: Lineage::GENESIS,
             },
             checker: Checker::new(cluster.clone()),
             cluster,
@@ -450,7 +449,6 @@ impl ReplicaCore {
             self.recovering = Some(Recovering {
                 join: None,
                 asked: self.ticks,
-                bases: BTreeMap::new(),
             });
             return Vec::new();
         }
@@ -480,7 +478,6 @@ impl ReplicaCore {
         self.recovering = Some(Recovering {
             join: None,
             asked: self.ticks,
-            bases: BTreeMap::new(),
         });
         self.warranting = Some(Warranting::Join);
         vec![Action::Warrant {
@@ -651,9 +648,9 @@ impl ReplicaCore {
 
     /// Our history reached `slot` (the order book and running digest are after it).
     fn passed(&mut self, slot: u64) {
-        if let Some(stable) = self
-            .checkpoints
-            .passed(slot, self.history.chain, &self.book)
+        if let Some(stable) =
+            self.checkpoints
+                .passed(slot, self.history.chain, &self.book, self.history.lineage)
         {
             self.collect_garbage(stable);
         }
@@ -705,11 +702,11 @@ impl ReplicaCore {
         let queued = self
             .checkpoint_due
             .iter()
-            .any(|&(s, _, _)| s >= stable.slot);
+            .any(|&(s, _, _, _)| s >= stable.slot);
         if !self.checkpoints.own_at_or_above(stable.slot) && !queued {
             let book = MessageDigest::of(&proof.book);
-            self.checkpoint_due
-                .push_back((stable.slot, stable.chain, book));
+            let point = (stable.slot, stable.chain, book, stable.lineage());
+            self.checkpoint_due.push_back(point);
         }
     }
 
@@ -811,15 +808,12 @@ impl ReplicaCore {
             self.warranting = Some(Warranting::ViewChange { next_view, body });
             return vec![Action::Warrant { bytes }];
         }
-        if let Some((slot, chain, book)) = self.checkpoint_due.pop_front() {
+        if let Some(point) = self.checkpoint_due.pop_front() {
+            let (slot, chain, book, lineage) = point;
             let anchors = self.checkpoints.anchors_for(slot);
-            let bytes = Checkpoint::warranted_bytes(self.me, slot, &chain, &book, &anchors);
-            self.warranting = Some(Warranting::Checkpoint {
-                slot,
-                chain,
-                book,
-                anchors,
-            });
+            let bytes =
+                Checkpoint::warranted_bytes(self.me, slot, &chain, &book, &lineage, &anchors);
+            self.warranting = Some(Warranting::Checkpoint { point, anchors });
             return vec![Action::Warrant { bytes }];
         }
         if self.changing_to.is_some() {
@@ -919,9 +913,7 @@ impl ReplicaCore {
                 }]
             }
             Some(Warranting::Checkpoint {
-                slot,
-                chain,
-                book,
+                point: (slot, chain, book, lineage),
                 anchors,
             }) => {
                 let checkpoint = Checkpoint {
@@ -929,6 +921,7 @@ impl ReplicaCore {
                     slot,
                     chain,
                     book,
+                    lineage,
                     anchors,
                     ui,
                 };
@@ -1483,6 +1476,7 @@ impl ReplicaCore {
             since_base: Vec::new(),
             chain: start.chain,
             next_slot: end + 1,
+            lineage: Lineage::of(&nv),
         };
         let mut executions = Vec::new();
         for (i, slot) in cut.slots.iter().enumerate() {
@@ -1576,9 +1570,10 @@ impl ReplicaCore {
         let unusable = Reject::InvalidRecoveryState;
         let low =
             stable(&self.cluster, &state.stable).map_err(|_| unusable(Unusable::Checkpoint))?;
-        let (view, base, base_slot, base_counter) = self
+        let (lineage, base, base_slot, base_counter) = self
             .continue_from(&state, &low)
             .ok_or(unusable(Unusable::Proposal))?;
+        let view = lineage.view;
         let book = low.book(&self.cluster);
         // Not covering our JOIN yet, or not proving where every peer stands: a later one will.
         if book.incarnation(self.me) != Some(join.incarnation()) {
@@ -1587,9 +1582,6 @@ impl ReplicaCore {
         let Some(anchors) = self.anchors_in(&low, &book) else {
             return Ok(Vec::new());
         };
-        if !self.base_agreed(&state) {
-            return Ok(Vec::new());
-        }
         let primary = self.usig(state.at.primary())?;
         let digest = MessageDigest::of(&state.at.warranted_bytes());
         self.primaries
@@ -1612,6 +1604,7 @@ impl ReplicaCore {
             since_base: Vec::new(),
             chain: low.chain,
             next_slot: slot + 1,
+            lineage,
         };
         self.checkpoints.install(low);
         self.vouch_for_stable();
@@ -1634,22 +1627,6 @@ impl ReplicaCore {
             "recovered from a peer's stable checkpoint"
         );
         Ok(self.next_warrant())
-    }
-
-    /// Whether f+1 members of our group sent the NEW-VIEW this state's proposal is based on (a
-    /// Byzantine primary may have warranted two for one view, and only the one correct replicas
-    /// accepted may become our base: our VIEW-CHANGEs carry it).
-    fn base_agreed(&mut self, state: &RecoveryState) -> bool {
-        let Some(base) = &state.base else {
-            return true;
-        };
-        let quorum = self.f() + 1;
-        let Some(r) = self.recovering.as_mut() else {
-            return false;
-        };
-        let digest = MessageDigest::of(base);
-        r.bases.insert(state.replica, digest);
-        r.bases.values().filter(|&&d| d == digest).count() >= quorum
     }
 
     /// Where the stable checkpoint's CHECKPOINTs of our group put each other member: the anchor
@@ -1689,13 +1666,14 @@ impl ReplicaCore {
         Some(anchors)
     }
 
-    /// Checks the proposal at the stable slot against the checkpoint's running digest, and
-    /// returns the view, its NEW-VIEW, and the NEW-VIEW's slot and counter to continue from.
+    /// Checks the proposal at the stable slot against the checkpoint's running digest, and its
+    /// view's NEW-VIEW against the lineage the checkpoint's CHECKPOINTs name; returns that
+    /// lineage, the NEW-VIEW, and the NEW-VIEW's slot and counter to continue from.
     fn continue_from(
         &mut self,
         state: &RecoveryState,
         low: &Low,
-    ) -> Option<(View, Option<Vec<u8>>, u64, u64)> {
+    ) -> Option<(Lineage, Option<Vec<u8>>, u64, u64)> {
         let at = &state.at;
         let primary = at.primary();
         let warranted = self.cluster.usig_of(primary).is_some_and(|usig| {
@@ -1714,15 +1692,15 @@ impl ReplicaCore {
         match at {
             Proposal::NewView(nv) => {
                 let cut = self.checker.new_view(nv).ok()?;
-                (cut.end() == low.slot)
-                    .then(|| (nv.view, Some(nv.encode()), low.slot, nv.ui.counter))
+                let fits = cut.end() == low.slot && low.lineage() == Lineage::of(nv);
+                fits.then(|| (Lineage::of(nv), Some(nv.encode()), low.slot, nv.ui.counter))
             }
             Proposal::Prepare(p) => {
                 if p.primary != primary_of(&self.cluster, p.view) {
                     return None;
                 }
-                let (base_slot, base_counter) = match &state.base {
-                    None if p.view == View(0) => (0, 0),
+                let (lineage, base_slot, base_counter) = match &state.base {
+                    None if p.view == View(0) => (Lineage::GENESIS, 0, 0),
                     None => return None,
                     Some(bytes) => {
                         let nv = NewView::decode(bytes)?;
@@ -1730,12 +1708,15 @@ impl ReplicaCore {
                         if nv.view != p.view {
                             return None;
                         }
-                        (cut.end(), nv.ui.counter)
+                        (Lineage::of(&nv), cut.end(), nv.ui.counter)
                     }
                 };
+                // The stable checkpoint names the NEW-VIEW its history started with: a second
+                // valid one of the view (a Byzantine primary's) is not it.
                 let fits = p.ui.counter > base_counter
-                    && base_slot + (p.ui.counter - base_counter) == low.slot;
-                fits.then(|| (p.view, state.base.clone(), base_slot, base_counter))
+                    && base_slot + (p.ui.counter - base_counter) == low.slot
+                    && low.lineage() == lineage;
+                fits.then(|| (lineage, state.base.clone(), base_slot, base_counter))
             }
         }
     }

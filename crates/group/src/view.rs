@@ -5,8 +5,8 @@
 use crate::order::OrderBook;
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, Commit, NewView, NodeId, Prepare, StableCheckpoint,
-    View, ViewChange, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    chain, chain_start, Anchor, Checkpoint, Commit, Lineage, NewView, NodeId, Prepare,
+    StableCheckpoint, View, ViewChange, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -55,6 +55,8 @@ pub enum Invalid {
     NewViewSender,
     #[error("not f+1 VIEW-CHANGEs for this view from every group, or one sender twice")]
     Quorum,
+    #[error("the stable checkpoint was taken on a history of a later view than the VIEW-CHANGE's base, or of another NEW-VIEW of the base's view")]
+    CheckpointLineage,
     #[error("the stable checkpoint is not f+1 matching CHECKPOINTs from every group for the book it carries")]
     Checkpoint,
     #[error("the VIEW-CHANGE is not of the incarnation the stable checkpoint's order book records for its sender (a restarted replica counts only once a stable checkpoint covers its JOIN)")]
@@ -101,6 +103,12 @@ impl Low {
     }
 
     /// The order book at this point.
+    /// The history the checkpoint was taken on (view 0's at the start).
+    pub fn lineage(&self) -> Lineage {
+        let first = self.proof.as_ref().and_then(|p| p.certificate.first());
+        first.map_or(Lineage::GENESIS, |c| c.lineage)
+    }
+
     pub fn book(&self, cluster: &Cluster) -> OrderBook {
         self.proof
             .as_ref()
@@ -220,8 +228,8 @@ impl Checker {
             dir.verify_ui(usig, &bytes, ui)
                 .map_err(|_| Invalid::Warrant)?;
         }
-        let (view, base_counter, base_slot, mut slots) = match &vc.body.base {
-            None => (View(0), 0, 0, Vec::new()),
+        let (lineage, base_counter, base_slot, mut slots) = match &vc.body.base {
+            None => (Lineage::GENESIS, 0, 0, Vec::new()),
             Some(bytes) => {
                 let nv = NewView::decode(bytes).ok_or(Invalid::Base)?;
                 if nv.view >= vc.next_view || depth + 1 > MAX_NESTED_VIEWS {
@@ -234,9 +242,17 @@ impl Checker {
                 }
                 let after_low = (low.slot - cut.low.slot) as usize;
                 let slots = cut.slots.iter().skip(after_low).cloned().collect();
-                (nv.view, nv.ui.counter, cut.end(), slots)
+                (Lineage::of(&nv), nv.ui.counter, cut.end(), slots)
             }
         };
+        // The stable checkpoint must lie on the history the base starts: one of a later view,
+        // or of another NEW-VIEW of the base's view, would let the cut put this history's
+        // slots after a checkpoint whose slots are another history's.
+        let view = lineage.view;
+        let taken_on = low.lineage();
+        if taken_on.view > view || (taken_on.view == view && taken_on != lineage) {
+            return Err(Invalid::CheckpointLineage);
+        }
         let primary = primary_of(&cluster, view);
         let primary_usig = cluster.usig_of(primary).ok_or(Invalid::Prepare)?;
         for p in &vc.body.prepares {
@@ -337,7 +353,7 @@ impl Checker {
 /// senders, for the book carried.
 pub fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invalid> {
     let first = proof.certificate.first().ok_or(Invalid::Checkpoint)?;
-    let (slot, chain_at, book) = (first.slot, first.chain, first.book);
+    let (slot, chain_at, book, lineage) = (first.slot, first.chain, first.book, first.lineage);
     let book_fits = OrderBook::decode(&proof.book, cluster).is_some();
     if slot == 0
         || slot % CHECKPOINT_INTERVAL != 0
@@ -353,7 +369,8 @@ pub fn stable(cluster: &Cluster, proof: &StableCheckpoint) -> Result<Low, Invali
             .ok_or(Invalid::Checkpoint)?
             .0;
         let usig = cluster.usig_of(c.replica).ok_or(Invalid::Checkpoint)?;
-        let matching = c.slot == slot && c.chain == chain_at && c.book == book;
+        let matching =
+            c.slot == slot && c.chain == chain_at && c.book == book && c.lineage == lineage;
         let warranted = cluster
             .directory
             .verify_ui(usig, &c.own_warranted_bytes(), &c.ui)
@@ -670,13 +687,25 @@ mod tests {
         book: MessageDigest,
         anchors: Vec<Anchor>,
     ) -> Checkpoint {
+        checkpoint_on(who, replica, slot, (chain, book), Lineage::GENESIS, anchors)
+    }
+
+    fn checkpoint_on(
+        who: &mut SoftUsig,
+        replica: u32,
+        slot: u64,
+        (chain, book): (MessageDigest, MessageDigest),
+        lineage: Lineage,
+        anchors: Vec<Anchor>,
+    ) -> Checkpoint {
         let replica = NodeId(replica);
-        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &anchors);
+        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors);
         Checkpoint {
             replica,
             slot,
             chain,
             book,
+            lineage,
             anchors,
             ui: who.create_ui(&bytes).unwrap(),
         }
@@ -689,12 +718,18 @@ mod tests {
 
     /// A stable checkpoint at 2K (every group's f+1) whose order book is `book`.
     fn stable_with_book(book: &OrderBook) -> StableCheckpoint {
+        stable_on(book, Lineage::GENESIS)
+    }
+
+    /// A stable checkpoint at slot 2K taken on the history `lineage` names.
+    fn stable_on(book: &OrderBook, lineage: Lineage) -> StableCheckpoint {
         let chain = MessageDigest::of(b"history up to 2K");
         let certificate = [101, 102, 201, 202]
             .map(|r| {
                 let mut who = usig(NodeId(r));
                 let slot = 2 * CHECKPOINT_INTERVAL;
-                checkpoint(&mut who, r, slot, chain, book.digest(), Vec::new())
+                let point = (chain, book.digest());
+                checkpoint_on(&mut who, r, slot, point, lineage, Vec::new())
             })
             .to_vec();
         StableCheckpoint {
@@ -719,6 +754,36 @@ mod tests {
             anchor_proof,
         };
         warrant_view_change(who, 103, 0, body)
+    }
+
+    /// A VIEW-CHANGE whose base is view 0 may not show a stable checkpoint taken on view 1's
+    /// history (the cut would put view-0 slots after view-1 ones: the model check's
+    /// counterexample in `crates/model/src/repeated.rs`); one of view 0's is fine.
+    #[test]
+    fn a_stable_checkpoint_of_a_later_view_than_the_base_is_refused() {
+        let cluster = cluster();
+        let book = OrderBook::new(&cluster);
+        let view_1 = Lineage {
+            view: View(1),
+            new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
+        };
+        let body = |checkpoint| ViewChangeBody {
+            checkpoint: Some(checkpoint),
+            base: None,
+            prepares: Vec::new(),
+            log: Vec::new(),
+            anchor_proof: Vec::new(),
+        };
+        let later = body(stable_on(&book, view_1));
+        let vc = warrant_view_change(&mut usig(NodeId(101)), 101, 0, later);
+        let mut checker = Checker::new(cluster.clone());
+        assert_eq!(
+            checker.view_change(&vc).err(),
+            Some(Invalid::CheckpointLineage)
+        );
+        let own = body(stable_on(&book, Lineage::GENESIS));
+        let vc = warrant_view_change(&mut usig(NodeId(101)), 101, 0, own);
+        assert!(checker.view_change(&vc).is_ok());
     }
 
     /// A member restarted (its TPM rebooted: epoch 2) and its JOIN was ordered: its VIEW-CHANGE

@@ -22,6 +22,6 @@ pub use message::{
 pub use recovery::{Incarnation, Join, RecoveryRequest, RecoveryState};
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
-    Anchor, Checkpoint, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
+    Anchor, Checkpoint, Lineage, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
     ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };

@@ -72,10 +72,11 @@ pub struct RecoveryRequest {
 crate::node_signed!(RecoveryRequest, b"cloudbft/recovery-request/v1", |m| m
     .replica);
 
-/// A member's stable state: the stable checkpoint (f+1 CHECKPOINTs of every group), the
-/// proposal at its slot with the running digest before it (the checkpoint's digest certifies the
-/// exact warrant, and so the position to follow the primary from), and the NEW-VIEW of that
-/// proposal's view (which f+1 members must agree on). Signed, so that agreement counts members.
+/// A member's stable state, all of it checkable without trusting the member: the stable
+/// checkpoint (f+1 CHECKPOINTs of every group), the proposal at its slot with the running digest
+/// before it (the checkpoint's digest certifies the exact warrant, and so the position to follow
+/// the primary from), and the NEW-VIEW of that proposal's view (the lineage the CHECKPOINTs name
+/// certifies it). Signed, so that only members of the group make a replica check one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryState {
     pub replica: NodeId,
@@ -85,8 +86,6 @@ pub struct RecoveryState {
     /// The PREPARE or NEW-VIEW at the stable slot.
     pub at: Proposal,
     /// The encoded NEW-VIEW of `at`'s view (none in view 0, or when `at` is that NEW-VIEW).
-    /// The running digest commits to it only through slots the sender no longer keeps, so the
-    /// recovering replica takes it only once f+1 members of its group sent the same one.
     pub base: Option<Vec<u8>>,
     pub signature: Signature,
 }

@@ -45,12 +45,40 @@ pub struct Checkpoint {
     pub slot: u64,
     pub chain: MessageDigest,
     pub book: MessageDigest,
+    /// The history it was taken on: a VIEW-CHANGE may show it only with a base of that view or
+    /// a later one (docs/protocol.md, "As implemented").
+    pub lineage: Lineage,
     /// For each member of the sender's group (itself included), the warrant of that member's
     /// first CHECKPOINT at `slot - CHECKPOINT_INTERVAL`, as the sender delivered it: f+1 of these
     /// let a VIEW-CHANGE's log start there (docs/protocol.md, "Anchors").
     pub anchors: Vec<Anchor>,
     /// The replica's warrant over [`Checkpoint::warranted_bytes`].
     pub ui: UniqueWarrant,
+}
+
+/// Which view's history a checkpoint was taken on: the view and the digest of the NEW-VIEW that
+/// started it (zero in view 0). Two valid NEW-VIEWs of one view (a Byzantine primary's) are two
+/// lineages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Lineage {
+    pub view: View,
+    pub new_view: MessageDigest,
+}
+
+impl Lineage {
+    /// View 0's history, which no NEW-VIEW started.
+    pub const GENESIS: Lineage = Lineage {
+        view: View(0),
+        new_view: MessageDigest([0; 32]),
+    };
+
+    /// The history a NEW-VIEW starts.
+    pub fn of(new_view: &NewView) -> Lineage {
+        Lineage {
+            view: new_view.view,
+            new_view: new_view.digest(),
+        }
+    }
 }
 
 /// Where a replica's first CHECKPOINT at a slot sits in its warrant sequence.
@@ -89,14 +117,16 @@ impl Checkpoint {
         slot: u64,
         chain: &MessageDigest,
         book: &MessageDigest,
+        lineage: &Lineage,
         anchors: &[Anchor],
     ) -> Vec<u8> {
         canonical(&(
-            b"cloudbft/checkpoint/v3",
+            b"cloudbft/checkpoint/v4",
             replica,
             slot,
             chain.0,
             book.0,
+            lineage,
             anchors,
         ))
     }
@@ -108,6 +138,7 @@ impl Checkpoint {
             self.slot,
             &self.chain,
             &self.book,
+            &self.lineage,
             &self.anchors,
         )
     }
