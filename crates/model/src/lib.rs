@@ -135,25 +135,39 @@
 //! NEW-VIEW with the lowest counter, and merges their histories slot by slot. Abstractions as
 //! above (eager decisions, the network's freedom as interleavings, every COMMIT-DB of a correct
 //! member executable with the Byzantine member's), and the view-2 NEW-VIEW slot decided once a
-//! correct replica enters (the Byzantine member COMMITs it). Checkpoints are left out: a log
-//! starting at a proven anchor shows every COMMIT above the stable checkpoint ([`anchor`]), and
-//! slots up to a stable checkpoint are committed on the one history later cuts keep, so the
-//! checkpoint only shortens what a VIEW-CHANGE shows below it (a Byzantine VIEW-CHANGE with
-//! base view 0 and a view-1 stable checkpoint is possible only without view-1 COMMITs above
-//! it, and then nothing above it was decided in view 1).
+//! correct replica enters (the Byzantine member COMMITs it).
 //!
-//! **The implemented rules keep everything**: exhaustively, nothing decided in view 0 is lost
-//! by the view-1 cut, nothing decided in view 0 or view 1 (the NEW-VIEW slot's executions
-//! included) by the view-2 cut, no order id gets two requests and no request two order ids
-//! (one group: 2 old PREPAREs and 1 view-1 message, about 1.7 M states, and 1 of each with a
-//! second NEW-VIEW of view 1, about 0.11 M, in the test suite; 2 view-1 messages, or 2 old
-//! PREPAREs with a second NEW-VIEW, in `examples/repeated_deep_check.rs`). Refuted with shortest
-//! counterexamples: merging the VIEW-CHANGEs of the highest base view whatever NEW-VIEW they
-//! name (a Byzantine base on the second NEW-VIEW of view 1 displaces the decided cut),
-//! merging every VIEW-CHANGE whatever its base view (a view-0 history fills a null slot of the
-//! view-1 cut and shifts a decided order id), counting a peer's view-1 COMMIT warranted after
-//! its VIEW-CHANGE for view 2, and sending a new view's cut to the database nodes without f+1
-//! COMMITs of its NEW-VIEW slot (a later cut of base view 0 differs from it).
+//! **Without checkpoints the implemented rules keep everything**: exhaustively, nothing decided in
+//! view 0 is lost by the view-1 cut, nothing decided in view 0 or view 1 (the NEW-VIEW slot's
+//! executions included) by the view-2 cut, no order id gets two requests and no request two order
+//! ids (one group: 2 old PREPAREs and 1 view-1 message, about 1.7 M states, and 1 of each with a
+//! second NEW-VIEW of view 1, about 0.11 M, in the test suite; 2 view-1 messages, or 2 old PREPAREs
+//! with a second NEW-VIEW, in `examples/repeated_deep_check.rs`). Refuted with shortest
+//! counterexamples: merging the VIEW-CHANGEs of the highest base view whatever NEW-VIEW they name
+//! (a Byzantine base on the second NEW-VIEW of view 1 displaces the decided cut), merging every
+//! VIEW-CHANGE whatever its base view (a view-0 history fills a null slot of the view-1 cut and
+//! shifts a decided order id), counting a peer's view-1 COMMIT warranted after its VIEW-CHANGE for
+//! view 2, and sending a new view's cut to the database nodes without f+1 COMMITs of its NEW-VIEW
+//! slot (a later cut of base view 0 differs from it).
+//!
+//! **Stable checkpoints between the view changes** ([`repeated::Repeated::checkpoints`], in
+//! `tests/checkpoint_between_views.rs`): a checkpoint of view 1 at or after the NEW-VIEW slot
+//! becomes stable (f+1 CHECKPOINTs, one of a correct replica that decided up to there), and
+//! VIEW-CHANGEs for view 2 show one and their history above it only; the Byzantine member's
+//! any valid one, its log holding every COMMIT above its checkpoint ([`anchor`]'s result) and
+//! possibly none at or below it; a replica enters view 2 from the later of the cut's checkpoint
+//! and its own (`group::core`'s `enter`) and orders the view-2 primary's first request.
+//! **Refuted for the implemented rules**: a Byzantine VIEW-CHANGE of base view 0 may carry a
+//! view-1 stable checkpoint (its view-1 COMMIT is at or below it, left out by an anchored log)
+//! and show an old PREPARE above it, so the cut puts that PREPARE on a slot that a correct
+//! replica's higher stable checkpoint holds as a view-1 null; that replica keeps its own order
+//! book, the other installs the cut's, and the next request gets two order ids (agreement at
+//! the database lost; nothing decided is lost). The mixed-view `low` alone is safe: with
+//! replicas that re-derive from the cut's checkpoint every property holds. Requiring a
+//! VIEW-CHANGE's stable checkpoint to lie on its base's history keeps every property (with 1
+//! or 2 old PREPAREs, 1 or 2 view-1 messages, a second NEW-VIEW of view 1;
+//! `examples/checkpoint_deep_check.rs`). A cut from the lowest stable checkpoint (as "The new
+//! view" in docs/protocol.md still says) and checkpoints stable with f CHECKPOINTs are refuted.
 
 pub mod anchor;
 pub mod commit;

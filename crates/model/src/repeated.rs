@@ -57,7 +57,8 @@
 //! * **No loss across the view changes**: once the NEW-VIEW of view 1 exists, every execution
 //!   a correct replica sent in view 0 has the same order id in its cut; once the NEW-VIEW of
 //!   view 2 exists, every execution sent in view 0 or view 1 (the NEW-VIEW slot's included) has
-//!   the same order id in the view-2 cut.
+//!   the same order id in the view-2 cut (with checkpoints: in the history its stable
+//!   checkpoint certifies followed by its merged slots, so slots the checkpoint covers count).
 //! * **No double execution**: no request executable at two order ids.
 //!
 //! # Abstractions and why they are sound enough
@@ -73,10 +74,58 @@
 //! * VIEW-CHANGEs for view 1 are not sent once its first NEW-VIEW exists, so the cuts a second
 //!   NEW-VIEW of view 1 may have are those of the VIEW-CHANGEs sent before it (the Byzantine
 //!   member's with any log it could warrant).
-//! * Checkpoints are left out (every log starts at counter 1): [`crate::anchor`] checks that a
-//!   log starting at a proven anchor shows every COMMIT above the stable checkpoint, and a
-//!   stable checkpoint's slots are committed on the one history every later cut keeps, so a
-//!   checkpoint only shortens what the histories show below it.
+//! * Without [`Repeated::checkpoints`] every log starts at counter 1; with it, see below.
+//!
+//! # Checkpoints between the view changes ([`Repeated::checkpoints`], one group)
+//!
+//! * **Stable checkpoints of view 1** ([`State::stable`]): a correct replica in view 1 that
+//!   decided every slot of its history up to slot L that needs an agreement (the NEW-VIEW slot,
+//!   and PREPAREs that order something; nulls and duplicates need none) CHECKPOINTs L, and the
+//!   Byzantine member's CHECKPOINT makes it stable: f+1, one correct, so it certifies the true
+//!   view-1 history up to L. K = 1 from the NEW-VIEW slot on (checkpoints inside the cut or in
+//!   view 0 are left out: the anchor model covers one view change).
+//! * **VIEW-CHANGEs for view 2** show a stable checkpoint `low` ([`Low`]) and their history
+//!   above it only. A correct replica in view 1 shows any stable checkpoint its history passed,
+//!   or none (it may not have the votes yet). The Byzantine member shows any stable checkpoint
+//!   with any base ([`Repeated::checkpoint_on_base`] = false, as implemented: `group::view`
+//!   checks the certificate, not that it lies on the base's history), valid if every COMMIT its
+//!   log holds passes `group::view`'s checks: none of a view after the base; each of the base's
+//!   view above `low` matches the shown history, chained from the checkpoint's running digest.
+//!   Its log holds all its COMMITs above `low` ([`crate::anchor`]: a log starting at a proven
+//!   anchor shows every COMMIT above the stable checkpoint that a correct replica counted) and
+//!   may leave out those at or below `low` (an anchored start at x ≤ low − K after them, which
+//!   needs low ≥ 2K: [`Repeated::min_anchored_low`] is 1 by default, a slot standing for an
+//!   interval of any K, and 2 for K = 1 literally).
+//! * **The view-2 cut** ([`Repeated::cut2`], [`LowRule::Highest`] as implemented): the history
+//!   the highest stable checkpoint among all its VIEW-CHANGEs certifies, then the histories of
+//!   the highest base view and its lowest NEW-VIEW counter merged slot by slot above it.
+//! * **Entering view 2** a replica re-derives its order book from the later of the cut's
+//!   checkpoint and a stable checkpoint of its own ([`Repeated::enter_from_own_checkpoint`], as
+//!   `group::core`'s `enter`), sends its group's executions of the cut above that, then
+//!   processes the view-2 primary's first PREPARE, of a fresh request ([`Slot::Fresh`]), which
+//!   it decides with the Byzantine member's COMMIT: replicas that enter with different order
+//!   books give it different order ids, a disagreement at the database.
+//!
+//! **Result.** The implemented rules lose agreement (`tests/checkpoint_between_views.rs`,
+//! replayed; a shortest counterexample in `examples/checkpoint_deep_check.rs`): the Byzantine
+//! member's VIEW-CHANGE of base view 0 carries the view-1 stable checkpoint at the NEW-VIEW
+//! slot (valid: its view-1 COMMIT is at or below it, before its anchor), and shows an old
+//! PREPARE for the slot above; the view-2 cut is that checkpoint followed by the old PREPARE.
+//! Nothing decided is lost, but a correct replica whose own stable checkpoint covers that slot
+//! as a view-1 null keeps its own book: the two correct replicas then give the next request
+//! different order ids. The mixed-view `low` alone is safe (exhaustively, with replicas that
+//! re-derive from the cut's checkpoint: nothing decided in view 1 is above a checkpoint a
+//! base-0 VIEW-CHANGE can show), but it puts another history above a committed stable
+//! checkpoint. Requiring a VIEW-CHANGE's stable checkpoint to lie on its base's history
+//! ([`Repeated::checkpoint_on_base`]: a CHECKPOINT would name the base of the history it was
+//! taken on) keeps every property, also with a second NEW-VIEW of view 1; so does entering from
+//! the cut's checkpoint. A cut from the lowest stable checkpoint ([`LowRule::Lowest`]) and
+//! checkpoints stable with f CHECKPOINTs lose decided slots. In the test suite (1 old PREPARE,
+//! 1 view-1 message): the fix, about 0.26 M states (0.34 M with a second NEW-VIEW), and the
+//! implemented rules, 0.28 M, hold (an old PREPARE above a view-1 checkpoint needs two). In
+//! `examples/checkpoint_deep_check.rs`: the fix with 2 old PREPAREs (5.2 M), 2 view-1 messages
+//! (6.2 M), 2 old PREPAREs and a second NEW-VIEW (7.1 M), entering from the cut's checkpoint
+//! (4.7 M), and the shortest counterexample for the implemented rules (depth 13).
 
 use crate::prepare::{derive_orders, old_primary_prepares, Counter, Counters, Group, Order};
 use crate::prepare::{Prepare, Request};
@@ -95,7 +144,13 @@ pub enum Slot {
     /// The NEW-VIEW of `view`; `after` is 0 for the first NEW-VIEW of view 1 and k for a
     /// second one warranted as the primary's k-th message after it.
     NewView { view: u8, after: u8 },
+    /// The view-2 primary's first PREPARE after its NEW-VIEW: a fresh request ([`FRESH`]) for
+    /// group 0 (only with [`Repeated::checkpoints`]).
+    Fresh,
 }
+
+/// The request of [`Slot::Fresh`]: one nobody else orders.
+pub const FRESH: Request = 8;
 
 /// What the view-1 primary warranted after its (first) NEW-VIEW.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -116,12 +171,34 @@ pub enum Base {
     View1 { after: u8 },
 }
 
-/// A VIEW-CHANGE for view 2: its base and the PREPAREs of the base view it shows (old
-/// counters for [`Base::View0`], the view-1 primary's message numbers for [`Base::View1`]).
+/// The stable checkpoint a VIEW-CHANGE for view 2 shows: its slot (0: none, the history from
+/// the start) and the history it certifies, the true view-1 history up to `at` with the slots
+/// in `nulled` made null (a forgery, possible only with [`Repeated::checkpoint_quorum`] = f).
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Low {
+    pub at: u8,
+    pub nulled: Counters,
+}
+
+/// A VIEW-CHANGE for view 2: its base, its stable checkpoint, and the PREPAREs of the base view
+/// it shows above the checkpoint (old counters for [`Base::View0`], the view-1 primary's
+/// message numbers for [`Base::View1`]).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct ViewChange2 {
     pub base: Base,
+    pub low: Low,
     pub shows: Counters,
+}
+
+/// Where the view-2 cut starts, from the stable checkpoints its VIEW-CHANGEs show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LowRule {
+    /// As implemented (`group::view::combine`): the highest among all its VIEW-CHANGEs.
+    Highest,
+    /// Wrong (docs/protocol.md, "The new view", as first designed): the lowest.
+    Lowest,
+    /// The highest among the VIEW-CHANGEs whose histories the cut merges.
+    HighestOfMerged,
 }
 
 /// Which VIEW-CHANGEs of the view-2 NEW-VIEW the cut merges.
@@ -154,6 +231,11 @@ pub struct Replica {
     pub decided: Vec<(u8, Slot)>,
     /// The executions it sent COMMIT-DB for, in views 0, 1 and 2.
     pub sent: [Execs; 3],
+    /// The slot of the stable checkpoint its VIEW-CHANGE for view 2 shows (0: none).
+    pub low: u8,
+    /// Entering view 2: the slot of the stable checkpoint it re-derived its order book from
+    /// (the cut's, or its own if that is higher: `group::core`'s `enter`).
+    pub start2: u8,
 }
 
 /// The Byzantine member of a group.
@@ -210,8 +292,14 @@ pub struct State {
     pub second_cuts: u8,
     /// The view-1 primary's messages after its first NEW-VIEW.
     pub view1: Vec<View1Message>,
-    /// The NEW-VIEW of view 2, as its cut (without its own slot).
+    /// The NEW-VIEW of view 2, as its cut (without its own slot): the history its stable
+    /// checkpoint certifies up to `low2`, then the merged histories.
     pub new_view2: Option<Vec<Slot>>,
+    /// The slot of the view-2 cut's stable checkpoint (0: none).
+    pub low2: u8,
+    /// Slots of the true view-1 history with a stable checkpoint: a correct replica decided
+    /// every slot up to there and CHECKPOINTed it (the Byzantine member adds the f+1-th).
+    pub stable: Counters,
 }
 
 impl State {
@@ -242,8 +330,12 @@ impl State {
             for b in s.byzantine.iter_mut() {
                 b.view_change2 = b.view_change2.map(|_| ViewChange2 {
                     base: Base::View0,
+                    low: Low::default(),
                     shows: Counters::default(),
                 });
+            }
+            for r in s.correct.iter_mut() {
+                r.low = 0;
             }
         }
         for r in s.correct.iter_mut().filter(|r| r.view == 2) {
@@ -265,6 +357,10 @@ impl State {
                 View1Message::Prepare(p) => Some(p),
                 _ => None,
             },
+            Slot::Fresh => Some(Prepare {
+                request: FRESH,
+                group: 0,
+            }),
             Slot::Null | Slot::NewView { .. } => None,
         }
     }
@@ -311,19 +407,55 @@ impl State {
         h
     }
 
-    /// The history a VIEW-CHANGE for view 2 shows.
+    /// The whole true view-1 history (the first NEW-VIEW's, every message of its primary).
+    pub fn true_history(&self) -> Vec<Slot> {
+        self.view1_history(self.view1.len() as u8)
+    }
+
+    /// The history a stable checkpoint certifies.
+    pub fn checkpoint_history(&self, low: Low) -> Vec<Slot> {
+        let mut h = self.true_history();
+        h.truncate(low.at as usize);
+        for c in low.nulled.iter() {
+            h[c as usize - 1] = Slot::Null;
+        }
+        h
+    }
+
+    /// The history a VIEW-CHANGE for view 2 shows: its stable checkpoint's, then its base's
+    /// with the PREPAREs it shows.
     pub fn shown_history(&self, vc: ViewChange2) -> Vec<Slot> {
+        let mut h = self.checkpoint_history(vc.low);
+        h.extend(self.base_history(vc).into_iter().skip(vc.low.at as usize));
+        h
+    }
+
+    /// The slot a PREPARE of the base (an old counter, or the view-1 primary's message number)
+    /// takes in the base's history.
+    pub fn slot_of(&self, base: Base, k: u8) -> u8 {
+        match base {
+            Base::View0 => k,
+            Base::View1 { after } => self.base_cut(after).max() + 1 + k - after,
+        }
+    }
+
+    /// The old counters of the cut of the NEW-VIEW of view 1 warranted `after` the first.
+    fn base_cut(&self, after: u8) -> Counters {
+        match after {
+            0 => self.new_view1.unwrap_or_default(),
+            k => match self.view1[k as usize - 1] {
+                View1Message::NewView(cut) => cut,
+                _ => unreachable!("a base is a NEW-VIEW"),
+            },
+        }
+    }
+
+    /// The history of a VIEW-CHANGE's base from the start, with the PREPAREs it shows.
+    pub fn base_history(&self, vc: ViewChange2) -> Vec<Slot> {
         match vc.base {
             Base::View0 => State::cut1_history(vc.shows, 0)[..vc.shows.max() as usize].to_vec(),
             Base::View1 { after } => {
-                let cut = match after {
-                    0 => self.new_view1.unwrap_or_default(),
-                    k => match self.view1[k as usize - 1] {
-                        View1Message::NewView(cut) => cut,
-                        _ => unreachable!("a base is a NEW-VIEW"),
-                    },
-                };
-                let mut h = State::cut1_history(cut, after);
+                let mut h = State::cut1_history(self.base_cut(after), after);
                 h.extend(
                     (after + 1..=vc.shows.max()).map(|k| match vc.shows.contains(k) {
                         true => Slot::New(k),
@@ -338,7 +470,11 @@ impl State {
     /// The VIEW-CHANGE for view 2 a correct replica sent (its state once it left its view).
     pub fn correct_view_change2(&self, r: usize) -> ViewChange2 {
         let replica = &self.correct[r];
-        match replica.processed1 {
+        let low = Low {
+            at: replica.low,
+            nulled: Counters::default(),
+        };
+        let (base, shown) = match replica.processed1 {
             Some(k) => {
                 let mut shows = Counters::default();
                 for i in 1..=k {
@@ -346,16 +482,24 @@ impl State {
                         shows.insert(i);
                     }
                 }
-                ViewChange2 {
-                    base: Base::View1 { after: 0 },
-                    shows,
-                }
+                (Base::View1 { after: 0 }, shows)
             }
-            None => ViewChange2 {
-                base: Base::View0,
-                shows: Counters::up_to(replica.processed0),
-            },
+            None => (Base::View0, Counters::up_to(replica.processed0)),
+        };
+        ViewChange2 {
+            base,
+            low,
+            shows: self.above(base, low, shown),
         }
+    }
+
+    /// The PREPAREs of `shows` whose slots are above the stable checkpoint.
+    pub fn above(&self, base: Base, low: Low, shows: Counters) -> Counters {
+        let mut out = Counters::default();
+        for k in shows.iter().filter(|&k| self.slot_of(base, k) > low.at) {
+            out.insert(k);
+        }
+        out
     }
 
     /// Every execution some correct replica sent COMMIT-DB for (all executable: see the module
@@ -383,15 +527,19 @@ pub enum Action {
     Prepare1 {
         replica: usize,
     },
-    /// A correct replica leaves its view and sends a VIEW-CHANGE for view `to`.
+    /// A correct replica leaves its view and sends a VIEW-CHANGE for view `to`, showing the
+    /// stable checkpoint at `low` (0: none).
     ViewChange {
         replica: usize,
         to: u8,
+        low: u8,
     },
-    /// A correct replica accepts the NEW-VIEW of `view`.
+    /// A correct replica accepts the NEW-VIEW of `view`; entering view 2 it re-derives its
+    /// order book from the stable checkpoint at `start` (the cut's, or a higher one of its own).
     Accept {
         replica: usize,
         view: u8,
+        start: u8,
     },
     ByzantineCommit0 {
         group: Group,
@@ -436,6 +584,25 @@ pub struct Repeated {
     /// Right: a NEW-VIEW slot is decided with f+1 COMMITs before its executions go out. Wrong
     /// (`false`): a replica entering a view sends COMMIT-DB for its cut at once.
     pub commit_new_view_slot: bool,
+    /// Stable checkpoints in view 1, VIEW-CHANGEs for view 2 based on them, and one PREPARE of
+    /// the view-2 primary (see the module doc).
+    pub checkpoints: bool,
+    pub low_rule: LowRule,
+    /// CHECKPOINTs that make a checkpoint stable: f+1 (right; one is a correct replica's) or f
+    /// (wrong: the Byzantine member alone certifies any history).
+    pub checkpoint_quorum: usize,
+    /// The proposed fix: a VIEW-CHANGE's stable checkpoint must lie on its base's history (a
+    /// view-1 checkpoint only with the first NEW-VIEW of view 1 as its base). As implemented:
+    /// `false`, any stable checkpoint with any base.
+    pub checkpoint_on_base: bool,
+    /// As implemented (`group::core`'s `enter`): a replica whose own stable checkpoint is above
+    /// the cut's re-derives its order book from its own. `false`: from the cut's.
+    pub enter_from_own_checkpoint: bool,
+    /// The Byzantine member's VIEW-CHANGE log may leave out its COMMITs at or below the stable
+    /// checkpoint `low` it shows once `low` is at least this (its log starts at an anchored
+    /// CHECKPOINT, which needs `low ≥ 2K`: 2 with K = 1; 1 over-approximates, standing for
+    /// checkpoint intervals of any K).
+    pub min_anchored_low: u8,
 }
 
 impl Repeated {
@@ -449,6 +616,28 @@ impl Repeated {
             cut_rule: CutRule::Implemented,
             commits_after_view_change: false,
             commit_new_view_slot: true,
+            checkpoints: false,
+            low_rule: LowRule::Highest,
+            checkpoint_quorum: F + 1,
+            checkpoint_on_base: false,
+            enter_from_own_checkpoint: true,
+            min_anchored_low: 1,
+        }
+    }
+
+    /// The rules as implemented, with stable checkpoints in view 1 (one group).
+    pub fn with_checkpoints(prepares: usize, view1_messages: usize) -> Self {
+        Repeated {
+            checkpoints: true,
+            ..Repeated::implemented(1, prepares, view1_messages)
+        }
+    }
+
+    /// [`Repeated::with_checkpoints`] with the proposed fix ([`Repeated::checkpoint_on_base`]).
+    pub fn with_checkpoints_fixed(prepares: usize, view1_messages: usize) -> Self {
+        Repeated {
+            checkpoint_on_base: true,
+            ..Repeated::with_checkpoints(prepares, view1_messages)
         }
     }
 
@@ -500,9 +689,10 @@ impl Repeated {
             .fold(Counters::default(), Counters::union)
     }
 
-    /// The cut of the NEW-VIEW of view 2 (without its own slot), by the cut rule, merging in
-    /// the order the NEW-VIEW lists the VIEW-CHANGEs.
-    pub fn cut2(&self, s: &State, view_changes: &[Sender]) -> Vec<Slot> {
+    /// The cut of the NEW-VIEW of view 2 (without its own slot) and the slot of its stable
+    /// checkpoint, by the cut rule and the low rule, merging in the order the NEW-VIEW lists
+    /// the VIEW-CHANGEs.
+    pub fn cut2(&self, s: &State, view_changes: &[Sender]) -> (Vec<Slot>, u8) {
         let shown: Vec<ViewChange2> = view_changes
             .iter()
             .map(|&v| match v {
@@ -522,9 +712,21 @@ impl Repeated {
             CutRule::HighestViewAnyNewView => (b == Base::View0) == (top == Base::View0),
             CutRule::AllBases => true,
         };
-        let mut merged: Vec<Slot> = Vec::new();
+        // `max_by_key` keeps the last maximum, as `combine` does.
+        let low = match self.low_rule {
+            LowRule::Highest => shown.iter().map(|v| v.low).max_by_key(|l| l.at),
+            LowRule::Lowest => shown.iter().map(|v| v.low).min_by_key(|l| l.at),
+            LowRule::HighestOfMerged => shown
+                .iter()
+                .filter(|v| take(v.base))
+                .map(|v| v.low)
+                .max_by_key(|l| l.at),
+        };
+        let low = low.unwrap_or_default();
+        let mut merged: Vec<Slot> = s.checkpoint_history(low);
         for v in shown.into_iter().filter(|v| take(v.base)) {
-            for (i, slot) in s.shown_history(v).into_iter().enumerate() {
+            let from = v.low.at.max(low.at) as usize;
+            for (i, slot) in s.shown_history(v).into_iter().enumerate().skip(from) {
                 if merged.len() <= i {
                     merged.resize(i + 1, Slot::Null);
                 }
@@ -533,7 +735,7 @@ impl Repeated {
                 }
             }
         }
-        merged
+        (merged, low.at)
     }
 
     /// The correct replica's history in its view (view 0, 1 or 2).
@@ -543,8 +745,25 @@ impl Repeated {
             0 => (1..=replica.processed0).map(Slot::Old).collect(),
             1 => s.view1_history(replica.processed1.unwrap_or(0)),
             _ => {
-                let mut h = s.new_view2.clone().unwrap_or_default();
+                let cut = s.new_view2.clone().unwrap_or_default();
+                let start = replica.start2 as usize;
+                let mut h = match start > s.low2 as usize {
+                    // Its own stable checkpoint (on the true view-1 history), then the cut's
+                    // slots above it.
+                    true => {
+                        let mut h = s.true_history();
+                        h.truncate(start);
+                        h.extend(cut.into_iter().skip(start));
+                        h
+                    }
+                    false => cut,
+                };
                 h.push(Slot::NewView { view: 2, after: 0 });
+                if self.checkpoints {
+                    // The view-2 primary's first PREPARE, processed on entering (eagerly, as
+                    // every decision).
+                    h.push(Slot::Fresh);
+                }
                 h
             }
         }
@@ -584,7 +803,12 @@ impl Repeated {
             let nv_slot = match view {
                 0 => None,
                 1 => Some(s.new_view1.unwrap_or_default().max() as usize + 1),
-                _ => Some(history.len()),
+                _ => Some(history.len() - usize::from(self.checkpoints)),
+            };
+            // Slots up to the stable checkpoint it entered view 2 from were executed before.
+            let executed = match view {
+                2 => replica.start2.max(s.low2) as usize,
+                _ => 0,
             };
             let mut decided = replica.decided.clone();
             let mut sent = replica.sent[view as usize];
@@ -595,7 +819,7 @@ impl Repeated {
                 };
                 let at = end as u8;
                 if agreed && !decided.contains(&(at, history[end - 1])) {
-                    for i in 0..end - 1 {
+                    for i in executed..end - 1 {
                         let (slot, at) = (history[i], i as u8 + 1);
                         match (s.prepare_at(slot), orders[i]) {
                             (Some(p), Some(order))
@@ -619,9 +843,10 @@ impl Repeated {
                     0 => at,
                     _ => (i - first) as u8 + 2,
                 };
+                // View 2 is the last: the Byzantine member's COMMIT decides its PREPARE.
                 if p.group != g
                     || decided.contains(&(at, slot))
-                    || self.commits(s, g, view, position) <= F
+                    || (view < 2 && self.commits(s, g, view, position) <= F)
                 {
                     continue;
                 }
@@ -631,70 +856,129 @@ impl Repeated {
                 }
             }
             decided.sort();
+            if self.checkpoints && view == 1 {
+                let stable = through(&history, &orders, &decided, nv_slot.unwrap_or(0));
+                s.stable = s.stable.union(stable);
+            }
             let replica = &mut s.correct[r];
             replica.decided = decided;
             replica.sent[view as usize] = sent;
         }
     }
 
-    /// The valid VIEW-CHANGEs for view 2 the Byzantine member of `g` can send.
+    /// The valid VIEW-CHANGEs for view 2 the Byzantine member of `g` can send: any stable
+    /// checkpoint, any base it can show (view 0, or a NEW-VIEW of view 1), any of the base's
+    /// PREPAREs above the checkpoint, as long as every COMMIT its log holds is valid
+    /// ([`Repeated::valid_view_change2`]).
     fn byzantine_view_changes2(&self, s: &State, g: usize) -> Vec<ViewChange2> {
-        let b = &s.byzantine[g];
-        let mut out = Vec::new();
-        let subsets = |within: Counters| {
-            (0..=within.0)
-                .filter(move |m| m & !within.0 == 0)
-                .map(Counters)
-        };
-        if b.commits1 == Counters::default() {
-            let forced = Counters::up_to(b.commits0.max());
-            for extra in subsets(Counters::up_to(self.prepares as Counter)) {
-                let shows = forced.union(extra);
-                out.push(ViewChange2 {
-                    base: Base::View0,
-                    shows,
-                });
-            }
-        }
-        if s.new_view1.is_some() {
-            let mut prepares = Counters::default();
-            let mut forced = Counters::default();
-            for (i, m) in s.view1.iter().enumerate() {
-                let k = i as u8 + 1;
-                if matches!(m, View1Message::Prepare(_)) {
-                    prepares.insert(k);
-                    // Its position k + 1 is at or below the highest COMMITted.
-                    if k < b.commits1.max() {
-                        forced.insert(k);
+        let mut lows = vec![Low::default()];
+        if self.checkpoints {
+            let true_len = s.true_history().len() as u8;
+            lows.extend(s.stable.iter().map(|at| Low {
+                at,
+                nulled: Counters::default(),
+            }));
+            if self.checkpoint_quorum <= F && s.new_view1.is_some() {
+                // Its CHECKPOINT alone certifies any history at any slot: here the true one
+                // with any PREPAREs made null.
+                let h = s.true_history();
+                for at in 1..=true_len {
+                    let mut prepares = Counters::default();
+                    for (i, slot) in h.iter().enumerate().take(at as usize) {
+                        if s.prepare_at(*slot).is_some() {
+                            prepares.insert(i as u8 + 1);
+                        }
+                    }
+                    for nulled in subsets(prepares) {
+                        lows.push(Low { at, nulled });
                     }
                 }
             }
-            for extra in subsets(prepares) {
-                let shows = forced.union(extra);
-                out.push(ViewChange2 {
-                    base: Base::View1 { after: 0 },
-                    shows,
-                });
+        }
+        let mut bases = vec![(Base::View0, Counters::up_to(self.prepares as Counter))];
+        if s.new_view1.is_some() {
+            let mut prepares = Counters::default();
+            for (i, m) in s.view1.iter().enumerate() {
+                if matches!(m, View1Message::Prepare(_)) {
+                    prepares.insert(i as u8 + 1);
+                }
             }
+            bases.push((Base::View1 { after: 0 }, prepares));
             let second = s
                 .view1
                 .iter()
                 .position(|m| matches!(m, View1Message::NewView(_)));
-            if let (Some(j), true) = (second, b.commits1 == Counters::default()) {
+            if let Some(j) = second {
                 let after = j as u8 + 1;
                 let later = Counters(prepares.0 & !Counters::up_to(after).0);
-                for shows in subsets(later) {
-                    out.push(ViewChange2 {
-                        base: Base::View1 { after },
-                        shows,
-                    });
+                bases.push((Base::View1 { after }, later));
+            }
+        }
+        let mut out = Vec::new();
+        for &low in &lows {
+            for &(base, prepares) in &bases {
+                for shows in subsets(s.above(base, low, prepares)) {
+                    let vc = ViewChange2 { base, low, shows };
+                    if self.valid_view_change2(s, g, vc) {
+                        out.push(vc);
+                    }
                 }
             }
         }
-        out.sort_by_key(|v| (v.base, v.shows));
+        out.sort_by_key(|v| (v.base, v.low, v.shows));
         out.dedup();
         out
     }
+
+    /// Whether the Byzantine member of `g` can send this VIEW-CHANGE for view 2 (`group::view`'s
+    /// checks): every COMMIT its log holds is of the base's view or an earlier one, and one of
+    /// the base's view above the stable checkpoint matches the history shown up to its slot
+    /// (chained prefix). Its log holds all its COMMITs, except those at or below the checkpoint
+    /// once [`Repeated::min_anchored_low`] allows an anchored start (every COMMIT above the
+    /// checkpoint that a correct replica counted comes after the anchor: [`crate::anchor`]).
+    fn valid_view_change2(&self, s: &State, g: usize, vc: ViewChange2) -> bool {
+        let b = &s.byzantine[g];
+        let low = vc.low.at;
+        if self.checkpoint_on_base && low > 0 && vc.base != (Base::View1 { after: 0 }) {
+            return false;
+        }
+        let h = s.shown_history(vc);
+        let anchored = low > 0 && low >= self.min_anchored_low;
+        let in_log = |slot: u8| !(anchored && slot <= low);
+        let matches = |slot: u8, history: &[Slot]| {
+            let n = slot as usize;
+            h.len() >= n && history.len() >= n && h[..n] == history[..n]
+        };
+        let view0: Vec<Slot> = (1..=self.prepares as Counter).map(Slot::Old).collect();
+        for c in b.commits0.iter().filter(|&c| in_log(c)) {
+            if vc.base == Base::View0 && c > low && !matches(c, &view0) {
+                return false;
+            }
+        }
+        let m1 = s.new_view1.unwrap_or_default().max();
+        let view1 = s.true_history();
+        for p in b.commits1.iter() {
+            let slot = m1 + p;
+            if !in_log(slot) {
+                continue;
+            }
+            let valid = match vc.base {
+                Base::View0 => false,
+                Base::View1 { .. } => slot <= low || matches(slot, &view1),
+            };
+            if !valid {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Every subset of a set of counters.
+fn subsets(within: Counters) -> impl Iterator<Item = Counters> {
+    (0..=within.0)
+        .filter(move |m| m & !within.0 == 0)
+        .map(Counters)
 }
 
 impl Model for Repeated {
@@ -710,6 +994,8 @@ impl Model for Repeated {
             processed1: None,
             decided: Vec::new(),
             sent: Default::default(),
+            low: 0,
+            start2: 0,
         };
         let byzantine = Byzantine {
             commits0: Counters::default(),
@@ -727,6 +1013,8 @@ impl Model for Repeated {
                 second_cuts: 0,
                 view1: Vec::new(),
                 new_view2: None,
+                low2: 0,
+                stable: Counters::default(),
             })
             .collect()
     }
@@ -742,16 +1030,47 @@ impl Model for Repeated {
                 actions.push(Action::Prepare1 { replica });
             }
             if r.view == 0 && r.changing_to == 0 && s.new_view1.is_none() {
-                actions.push(Action::ViewChange { replica, to: 1 });
+                actions.push(Action::ViewChange {
+                    replica,
+                    to: 1,
+                    low: 0,
+                });
             }
+            // The stable checkpoints on its history (its CHECKPOINT or its peer's, and the
+            // Byzantine member's): it shows one, or none yet.
+            let passed = match r.processed1 {
+                Some(k) if r.view == 1 => s.new_view1.unwrap_or_default().max() + 1 + k,
+                _ => 0,
+            };
+            let known: Vec<u8> = s.stable.iter().filter(|&at| at <= passed).collect();
             if r.view < 2 && r.changing_to < 2 && s.new_view2.is_none() {
-                actions.push(Action::ViewChange { replica, to: 2 });
+                for low in std::iter::once(0).chain(known.iter().copied()) {
+                    actions.push(Action::ViewChange {
+                        replica,
+                        to: 2,
+                        low,
+                    });
+                }
             }
             if r.view == 0 && r.changing_to <= 1 && s.new_view1.is_some() {
-                actions.push(Action::Accept { replica, view: 1 });
+                actions.push(Action::Accept {
+                    replica,
+                    view: 1,
+                    start: 0,
+                });
             }
             if r.view < 2 && s.new_view2.is_some() {
-                actions.push(Action::Accept { replica, view: 2 });
+                let own = known
+                    .iter()
+                    .copied()
+                    .filter(|&at| self.enter_from_own_checkpoint && at > s.low2);
+                for start in std::iter::once(s.low2).chain(own) {
+                    actions.push(Action::Accept {
+                        replica,
+                        view: 2,
+                        start,
+                    });
+                }
             }
         }
         for (g, b) in s.byzantine.iter().enumerate() {
@@ -849,12 +1168,17 @@ impl Model for Repeated {
                 let r = &mut next.correct[replica];
                 r.processed1 = Some(r.processed1.unwrap_or(0) + 1);
             }
-            Action::ViewChange { replica, to } => {
+            Action::ViewChange { replica, to, low } => {
                 let r = &mut next.correct[replica];
                 r.changing_to = to;
                 r.asked_view1 |= to == 1;
+                r.low = low;
             }
-            Action::Accept { replica, view } => {
+            Action::Accept {
+                replica,
+                view,
+                start,
+            } => {
                 let end = match view {
                     1 => s.new_view1.unwrap_or_default().max() + 1,
                     _ => s.new_view2.as_ref().map_or(0, Vec::len) as u8 + 1,
@@ -865,6 +1189,7 @@ impl Model for Repeated {
                 if view == 1 {
                     r.processed1 = Some(0);
                 }
+                r.start2 = start;
                 r.decided.retain(|&(at, _)| at < end);
             }
             Action::ByzantineCommit0 { group, counter } => {
@@ -898,7 +1223,9 @@ impl Model for Repeated {
             }
             Action::View1Message(m) => next.view1.push(m),
             Action::NewView2 { view_changes } => {
-                next.new_view2 = Some(self.cut2(s, &view_changes));
+                let (cut, low) = self.cut2(s, &view_changes);
+                next.new_view2 = Some(cut);
+                next.low2 = low;
             }
         }
         self.decide(&mut next);
@@ -906,11 +1233,8 @@ impl Model for Repeated {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(AGREEMENT, |_, s: &State| {
-                let execs: Vec<_> = s.executable().iter().collect();
-                execs.windows(2).all(|w| w[0].0 != w[1].0)
-            }),
+        let mut properties = vec![
+            Property::always(AGREEMENT, |_, s: &State| agreement(s)),
             Property::always(NO_LOSS, |_, s: &State| no_loss(s)),
             Property::always(NO_DOUBLE, |_, s: &State| {
                 let execs: Vec<_> = s.executable().iter().collect();
@@ -939,8 +1263,46 @@ impl Model for Repeated {
                     s.new_view2.is_some() && view1.0 != 0 && !view2.is_subset(view1)
                 },
             ),
-        ]
+        ];
+        if self.checkpoints {
+            properties.push(Property::sometimes(
+                "view 2 starts at a view-1 stable checkpoint, and executes",
+                |_, s: &State| {
+                    let nv1 = s.new_view1.unwrap_or_default().max();
+                    let executed = s.correct.iter().any(|r| r.sent[2].0 != 0);
+                    s.low2 > nv1 && executed
+                },
+            ));
+            if self.enter_from_own_checkpoint {
+                properties.push(Property::sometimes(
+                    "a replica enters view 2 from its own checkpoint above the cut's",
+                    |_, s: &State| s.correct.iter().any(|r| r.view == 2 && r.start2 > s.low2),
+                ));
+            }
+        }
+        properties
     }
+}
+
+/// The slots of a view-1 history, from its NEW-VIEW slot `nv` on, up to which a replica
+/// decided every slot that needs an agreement (the NEW-VIEW slot, and its group's PREPAREs
+/// that order something: nulls and duplicates need none), so it CHECKPOINTs them.
+fn through(
+    history: &[Slot],
+    orders: &[Option<Order>],
+    decided: &[(u8, Slot)],
+    nv: usize,
+) -> Counters {
+    let mut out = Counters::default();
+    for end in nv..=history.len() {
+        let i = end - 1;
+        let needs = i + 1 == nv || orders[i].is_some();
+        if needs && !decided.contains(&(end as u8, history[i])) {
+            break;
+        }
+        out.insert(end as u8);
+    }
+    out
 }
 
 /// Records a decision at `at`, replacing an earlier one there (a map by slot, as
@@ -953,6 +1315,12 @@ fn record(decided: &mut Vec<(u8, Slot)>, at: u8, slot: Slot) {
 pub const AGREEMENT: &str = "agreement at the database";
 pub const NO_LOSS: &str = "no loss across the view changes";
 pub const NO_DOUBLE: &str = "no double execution";
+
+/// No two executable COMMIT-DBs with one order id and different requests.
+pub fn agreement(s: &State) -> bool {
+    let execs: Vec<_> = s.executable().iter().collect();
+    execs.windows(2).all(|w| w[0].0 != w[1].0)
+}
 
 /// Every execution sent in view 0 keeps its order id in the cut of view 1; every execution sent
 /// in view 0 or 1 keeps it in the cut of view 2.
