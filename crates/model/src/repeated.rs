@@ -87,8 +87,9 @@
 //! * **VIEW-CHANGEs for view 2** show a stable checkpoint `low` ([`Low`]) and their history
 //!   above it only. A correct replica in view 1 shows any stable checkpoint its history passed,
 //!   or none (it may not have the votes yet). The Byzantine member shows any stable checkpoint
-//!   with any base ([`Repeated::checkpoint_on_base`] = false, as implemented: `group::view`
-//!   checks the certificate, not that it lies on the base's history), valid if every COMMIT its
+//!   with any base under the first rule ([`Repeated::checkpoint_on_base`] = false: `group::view`
+//!   checked the certificate, not that it lies on the base's history), and only one on its
+//!   base's history under the lineage rule, as implemented now; valid if every COMMIT its
 //!   log holds passes `group::view`'s checks: none of a view after the base; each of the base's
 //!   view above `low` matches the shown history, chained from the checkpoint's running digest.
 //!   Its log holds all its COMMITs above `low` ([`crate::anchor`]: a log starting at a proven
@@ -106,8 +107,9 @@
 //!   it decides with the Byzantine member's COMMIT: replicas that enter with different order
 //!   books give it different order ids, a disagreement at the database.
 //!
-//! **Result.** The implemented rules lose agreement (`tests/checkpoint_between_views.rs`,
-//! replayed; a shortest counterexample in `examples/checkpoint_deep_check.rs`): the Byzantine
+//! **Result.** The first rule (before CHECKPOINTs named their lineage) loses agreement
+//! (`tests/checkpoint_between_views.rs`, replayed; a shortest counterexample in
+//! `examples/checkpoint_deep_check.rs`): the Byzantine
 //! member's VIEW-CHANGE of base view 0 carries the view-1 stable checkpoint at the NEW-VIEW
 //! slot (valid: its view-1 COMMIT is at or below it, before its anchor), and shows an old
 //! PREPARE for the slot above; the view-2 cut is that checkpoint followed by the old PREPARE.
@@ -117,15 +119,15 @@
 //! re-derive from the cut's checkpoint: nothing decided in view 1 is above a checkpoint a
 //! base-0 VIEW-CHANGE can show), but it puts another history above a committed stable
 //! checkpoint. Requiring a VIEW-CHANGE's stable checkpoint to lie on its base's history
-//! ([`Repeated::checkpoint_on_base`]: a CHECKPOINT would name the base of the history it was
-//! taken on) keeps every property, also with a second NEW-VIEW of view 1; so does entering from
+//! ([`Repeated::checkpoint_on_base`]: a CHECKPOINT names the lineage of the history it was
+//! taken on, docs/protocol.md "Lineage"; implemented after this result) keeps every property, also with a second NEW-VIEW of view 1; so does entering from
 //! the cut's checkpoint. A cut from the lowest stable checkpoint ([`LowRule::Lowest`]) and
 //! checkpoints stable with f CHECKPOINTs lose decided slots. In the test suite (1 old PREPARE,
-//! 1 view-1 message): the fix, about 0.26 M states (0.34 M with a second NEW-VIEW), and the
-//! implemented rules, 0.28 M, hold (an old PREPARE above a view-1 checkpoint needs two). In
-//! `examples/checkpoint_deep_check.rs`: the fix with 2 old PREPAREs (5.2 M), 2 view-1 messages
+//! 1 view-1 message): the lineage rule, about 0.26 M states (0.34 M with a second NEW-VIEW), and the
+//! first rule, 0.28 M, hold (an old PREPARE above a view-1 checkpoint needs two). In
+//! `examples/checkpoint_deep_check.rs`: the lineage rule with 2 old PREPAREs (5.2 M), 2 view-1 messages
 //! (6.2 M), 2 old PREPAREs and a second NEW-VIEW (7.1 M), entering from the cut's checkpoint
-//! (4.7 M), and the shortest counterexample for the implemented rules (depth 13).
+//! (4.7 M), and the shortest counterexample for the first rule (depth 13).
 
 use crate::prepare::{derive_orders, old_primary_prepares, Counter, Counters, Group, Order};
 use crate::prepare::{Prepare, Request};
@@ -591,9 +593,10 @@ pub struct Repeated {
     /// CHECKPOINTs that make a checkpoint stable: f+1 (right; one is a correct replica's) or f
     /// (wrong: the Byzantine member alone certifies any history).
     pub checkpoint_quorum: usize,
-    /// The proposed fix: a VIEW-CHANGE's stable checkpoint must lie on its base's history (a
-    /// view-1 checkpoint only with the first NEW-VIEW of view 1 as its base). As implemented:
-    /// `false`, any stable checkpoint with any base.
+    /// The lineage rule, as implemented since this model found the gap: a VIEW-CHANGE's stable
+    /// checkpoint must lie on its base's history (a view-1 checkpoint only with the first
+    /// NEW-VIEW of view 1 as its base). `false`: the first rule, any stable checkpoint with any
+    /// base.
     pub checkpoint_on_base: bool,
     /// As implemented (`group::core`'s `enter`): a replica whose own stable checkpoint is above
     /// the cut's re-derives its order book from its own. `false`: from the cut's.
@@ -619,13 +622,14 @@ impl Repeated {
             checkpoints: false,
             low_rule: LowRule::Highest,
             checkpoint_quorum: F + 1,
-            checkpoint_on_base: false,
+            checkpoint_on_base: true,
             enter_from_own_checkpoint: true,
             min_anchored_low: 1,
         }
     }
 
-    /// The rules as implemented, with stable checkpoints in view 1 (one group).
+    /// The rules as implemented (the lineage rule included), with stable checkpoints in view 1
+    /// (one group).
     pub fn with_checkpoints(prepares: usize, view1_messages: usize) -> Self {
         Repeated {
             checkpoints: true,
@@ -633,10 +637,11 @@ impl Repeated {
         }
     }
 
-    /// [`Repeated::with_checkpoints`] with the proposed fix ([`Repeated::checkpoint_on_base`]).
-    pub fn with_checkpoints_fixed(prepares: usize, view1_messages: usize) -> Self {
+    /// [`Repeated::with_checkpoints`] with the first rule, before the lineage rule
+    /// ([`Repeated::checkpoint_on_base`] false).
+    pub fn with_checkpoints_before_lineage(prepares: usize, view1_messages: usize) -> Self {
         Repeated {
-            checkpoint_on_base: true,
+            checkpoint_on_base: false,
             ..Repeated::with_checkpoints(prepares, view1_messages)
         }
     }

@@ -89,7 +89,7 @@ fn view0_based(low: u8, shows: u8) -> Action {
     }
 }
 
-/// **The implemented rules lose agreement** when a stable checkpoint of view 1 is the low of a
+/// **The first rule loses agreement** (before CHECKPOINTs named their lineage) when a stable checkpoint of view 1 is the low of a
 /// VIEW-CHANGE of base view 0 and a replica enters view 2 from a higher checkpoint of its own.
 /// Correct replica 1 enters view 1 (empty cut) and decides the NEW-VIEW slot 1 with the
 /// Byzantine member's COMMIT; the view-1 primary's next message is no PREPARE (slot 2 null), so
@@ -104,8 +104,8 @@ fn view0_based(low: u8, shows: u8) -> Action {
 /// decides it with the Byzantine member's COMMIT, and order 1 executes request 2 at some
 /// database nodes and the fresh request at others.
 #[test]
-fn implemented_rules_lose_agreement_with_a_checkpoint_between_views() {
-    let model = Repeated::with_checkpoints(2, 1);
+fn the_first_rule_loses_agreement_with_a_checkpoint_between_views() {
+    let model = Repeated::with_checkpoints_before_lineage(2, 1);
     let to = |replica, to| Action::ViewChange {
         replica,
         to,
@@ -156,10 +156,10 @@ fn implemented_rules_lose_agreement_with_a_checkpoint_between_views() {
 /// higher (an anchored CHECKPOINT at x ≤ low − K, reported at x + K), so the scenario needs
 /// three old PREPAREs and two view-1 null slots: cut at 2, replica 1's checkpoint at 3.
 #[test]
-fn implemented_rules_lose_agreement_with_k_1() {
+fn the_first_rule_loses_agreement_with_k_1() {
     let model = Repeated {
         min_anchored_low: 2,
-        ..Repeated::with_checkpoints(3, 2)
+        ..Repeated::with_checkpoints_before_lineage(3, 2)
     };
     let to = |replica, to| Action::ViewChange {
         replica,
@@ -210,29 +210,29 @@ fn implemented_rules_lose_agreement_with_k_1() {
 }
 
 /// With one old PREPARE there is no old counter above a view-1 checkpoint to put there: the
-/// implemented rules hold.
+/// first rule holds.
 #[test]
-fn implemented_rules_hold_with_one_old_prepare() {
+fn the_first_rule_holds_with_one_old_prepare() {
     check_all(
-        "checkpoints, implemented, 1 old PREPARE, 1 view-1 message",
-        Repeated::with_checkpoints(1, 1),
+        "checkpoints, first rule, 1 old PREPARE, 1 view-1 message",
+        Repeated::with_checkpoints_before_lineage(1, 1),
     );
 }
 
-/// The proposed fix: a VIEW-CHANGE's stable checkpoint must lie on its base's history (a view-1
+/// The lineage rule (implemented): a VIEW-CHANGE's stable checkpoint must lie on its base's history (a view-1
 /// checkpoint only with the first NEW-VIEW of view 1 as its base). Every property holds, also
 /// with a second NEW-VIEW of view 1. Larger instances: `examples/checkpoint_deep_check.rs`.
 #[test]
-fn checkpoints_on_the_base_hold() {
+fn the_lineage_rule_holds() {
     check_all(
         "checkpoints on the base, 1 old PREPARE, 1 view-1 message",
-        Repeated::with_checkpoints_fixed(1, 1),
+        Repeated::with_checkpoints(1, 1),
     );
     check_all(
         "checkpoints on the base, 1 old PREPARE, 1 view-1 message, a second NEW-VIEW",
         Repeated {
             second_new_view: true,
-            ..Repeated::with_checkpoints_fixed(1, 1)
+            ..Repeated::with_checkpoints(1, 1)
         },
     );
 }
@@ -248,7 +248,7 @@ fn checkpoints_on_the_base_hold() {
 fn the_lowest_checkpoint_is_refuted() {
     let model = Repeated {
         low_rule: LowRule::Lowest,
-        ..Repeated::with_checkpoints_fixed(1, 1)
+        ..Repeated::with_checkpoints(1, 1)
     };
     let path = refute("cut from the lowest checkpoint", model, NO_LOSS);
     assert_eq!(path.last_state().low2, 0);
@@ -260,7 +260,7 @@ fn the_lowest_checkpoint_is_refuted() {
 fn a_checkpoint_of_f_is_refuted() {
     let model = Repeated {
         checkpoint_quorum: F,
-        ..Repeated::with_checkpoints_fixed(1, 1)
+        ..Repeated::with_checkpoints(1, 1)
     };
     let path = refute("checkpoints stable with f CHECKPOINTs", model, NO_LOSS);
     assert!(path.last_state().low2 > 0);
