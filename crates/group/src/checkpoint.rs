@@ -311,23 +311,13 @@ mod tests {
     use usig::Usig;
 
     fn vote(replica: u32, slot: u64, chain: MessageDigest, book: MessageDigest) -> Checkpoint {
-        let bytes = Checkpoint::warranted_bytes(
-            NodeId(replica),
+        signed(
+            &mut usig(NodeId(replica)),
+            replica,
             slot,
-            &chain,
-            &book,
-            &Lineage::GENESIS,
-            &[],
-        );
-        Checkpoint {
-            replica: NodeId(replica),
-            slot,
-            chain,
-            book,
-            lineage: Lineage::GENESIS,
-            anchors: Vec::new(),
-            ui: usig(NodeId(replica)).create_ui(&bytes).unwrap(),
-        }
+            (chain, book),
+            Vec::new(),
+        )
     }
 
     #[test]
@@ -358,21 +348,27 @@ mod tests {
 
     /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.
     fn report(who: &mut SoftUsig, replica: u32, slot: u64, anchors: Vec<Anchor>) -> Checkpoint {
-        let (chain, book) = (MessageDigest::of(b"h"), MessageDigest::of(b"book"));
-        let bytes = Checkpoint::warranted_bytes(
-            NodeId(replica),
-            slot,
-            &chain,
-            &book,
-            &Lineage::GENESIS,
-            &anchors,
-        );
+        let point = (MessageDigest::of(b"h"), MessageDigest::of(b"book"));
+        signed(who, replica, slot, point, anchors)
+    }
+
+    /// A CHECKPOINT of view 0's history warranted by `who`.
+    fn signed(
+        who: &mut SoftUsig,
+        replica: u32,
+        slot: u64,
+        (chain, book): (MessageDigest, MessageDigest),
+        anchors: Vec<Anchor>,
+    ) -> Checkpoint {
+        let replica = NodeId(replica);
+        let lineage = Lineage::GENESIS;
+        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors);
         Checkpoint {
-            replica: NodeId(replica),
+            replica,
             slot,
             chain,
             book,
-            lineage: Lineage::GENESIS,
+            lineage,
             anchors,
             ui: who.create_ui(&bytes).unwrap(),
         }

@@ -271,14 +271,24 @@ pub struct State {
     pub view1_prepare: Option<Prepare>,
 }
 
+/// The group of correct replica `r` (correct replicas are numbered group by group).
+pub fn group_of(r: usize) -> Group {
+    (r / CORRECT_PER_GROUP) as Group
+}
+
+/// The correct members of a group.
+pub fn members(g: Group) -> std::ops::Range<usize> {
+    let first = g as usize * CORRECT_PER_GROUP;
+    first..first + CORRECT_PER_GROUP
+}
+
 impl State {
     pub fn group_of(&self, r: usize) -> Group {
-        (r / CORRECT_PER_GROUP) as Group
+        group_of(r)
     }
-    /// The correct members of a group.
+
     pub fn members(&self, g: Group) -> std::ops::Range<usize> {
-        let first = g as usize * CORRECT_PER_GROUP;
-        first..first + CORRECT_PER_GROUP
+        members(g)
     }
 
     /// The correct members of a group are interchangeable: the representative of a state's

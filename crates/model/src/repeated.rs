@@ -306,12 +306,11 @@ pub struct State {
 
 impl State {
     pub fn group_of(&self, r: usize) -> Group {
-        (r / CORRECT_PER_GROUP) as Group
+        crate::group_of(r)
     }
 
     pub fn members(&self, g: Group) -> std::ops::Range<usize> {
-        let first = g as usize * CORRECT_PER_GROUP;
-        first..first + CORRECT_PER_GROUP
+        crate::members(g)
     }
 
     /// Correct members of a group are interchangeable: sorted in the representative. What can
