@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
 use usig::{MessageDigest, UniqueWarrant};
 
-/// Version written in every envelope; a peer speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version written in every envelope; a peer speaking another version is refused. 2: PREPAREs
+/// carry JOINs, CHECKPOINTs their lineage and anchors' chain values, and the recovery messages.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -542,14 +543,15 @@ mod tests {
         let message = Message::Prepare(p);
         let bytes = Envelope::encode(&message);
         assert_eq!(Envelope::decode(&bytes).unwrap(), message);
+        let older = PROTOCOL_VERSION - 1;
         let other = wire::encode(&Envelope {
-            version: 2,
+            version: older,
             message,
         })
         .unwrap();
         assert!(matches!(
             Envelope::decode(&other),
-            Err(EnvelopeError::Version(2))
+            Err(EnvelopeError::Version(v)) if v == older
         ));
     }
 
