@@ -63,6 +63,9 @@ pub struct Metrics {
     pub recovering: Gauge<u64, AtomicU64>,
     /// Recoveries this replica completed since it started (0 or 1).
     pub recoveries: Counter,
+    /// Pages waiting for a page worker, and workers busy (replica; see crate::page).
+    pub pages_queued: Gauge<u64, AtomicU64>,
+    pub page_workers_busy: Gauge<u64, AtomicU64>,
     pub transport: TransportMetrics,
 }
 
@@ -98,6 +101,8 @@ impl Metrics {
             state_snapshots_served: Counter::default(),
             recovering: Gauge::default(),
             recoveries: Counter::default(),
+            pages_queued: Gauge::default(),
+            page_workers_busy: Gauge::default(),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -191,6 +196,16 @@ impl Metrics {
             "recoveries",
             "Times this replica installed a peer's state after a restart",
             m.recoveries.clone(),
+        );
+        r.register(
+            "pages_queued",
+            "Pages waiting for a page worker (the page-generation stage)",
+            m.pages_queued.clone(),
+        );
+        r.register(
+            "page_workers_busy",
+            "Page workers busy with a page",
+            m.page_workers_busy.clone(),
         );
         Arc::new(m)
     }
