@@ -6,7 +6,11 @@ mod gateway_cmd;
 mod keygen;
 mod launch;
 mod nodes;
+mod operator;
+mod provider;
+mod reconfigure_cmd;
 mod report;
+mod reshape;
 mod tpcc_cmd;
 mod tpcc_run;
 mod usig_cmd;
@@ -48,17 +52,36 @@ enum Command {
     Replica(nodes::ReplicaArgs),
     /// Run a database node: votes on COMMIT-DBs and executes decided operations exactly once.
     Dbnode(nodes::DbNodeArgs),
+    /// Change the number of groups of a running cluster (adds spare groups, removes the
+    /// highest, spreads the partitions), signed with the operator key.
+    Scale(reconfigure_cmd::ScaleArgs),
+    /// Add or remove one group of a running cluster.
+    #[command(subcommand)]
+    Group(reconfigure_cmd::GroupCommand),
+    /// Move partitions between the groups of a running cluster.
+    #[command(subcommand)]
+    Partition(reconfigure_cmd::PartitionCommand),
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // The operator's commands print their own progress; the nodes log what they do.
+    let quiet = matches!(
+        cli.command,
+        Command::Scale(_) | Command::Group(_) | Command::Partition(_)
+    );
+    let default = if quiet {
+        "warn,net=error"
+    } else {
+        "info,tss_esapi=warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,tss_esapi=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Usigd(args) => usig_cmd::usigd(args),
         Command::Usig(args) => usig_cmd::usig(args),
         Command::Demo(args) => demo::demo(args),
@@ -68,6 +91,9 @@ fn main() -> anyhow::Result<()> {
         Command::Primary(args) => nodes::primary(args),
         Command::Replica(args) => nodes::replica(args),
         Command::Dbnode(args) => nodes::dbnode(args),
+        Command::Scale(args) => reconfigure_cmd::scale(args),
+        Command::Group(command) => reconfigure_cmd::group(command),
+        Command::Partition(command) => reconfigure_cmd::partition(command),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

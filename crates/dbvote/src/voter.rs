@@ -98,6 +98,9 @@ const KEEP_RESULTS: usize = 4096;
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
+    /// Earlier configuration epochs (docs/protocol.md, "Reconfiguration"), each with the last
+    /// order it covers: a lagging member's COMMIT-DBs for them still count, within their range.
+    past: Vec<(Arc<Cluster>, u64)>,
     rule: Arc<dyn PartitionRule>,
     key: SigningKey,
     me: NodeId,
@@ -127,6 +130,7 @@ impl VoterCore {
     ) -> Self {
         VoterCore {
             cluster,
+            past: Vec::new(),
             rule,
             key,
             me,
@@ -161,28 +165,80 @@ impl VoterCore {
         self
     }
 
+    /// The next configuration epoch starts (after the certified end of this one): COMMIT-DBs of
+    /// this epoch still count for its orders, those of the next one for the orders after.
+    pub fn reconfigure(&mut self, next: Arc<Cluster>) {
+        let end = next.config.epoch_start.order;
+        let previous = std::mem::replace(&mut self.cluster, next);
+        self.past.push((previous, end));
+        // Epochs whose every order executed here need no more votes.
+        let done = self.st.executed_through;
+        self.past.retain(|(_, end)| *end > done);
+    }
+
+    /// The configuration of epoch `epoch` and the orders it covers (after `start`, up to `end`).
+    fn epoch(&self, epoch: proto::ConfigEpoch) -> Option<(&Arc<Cluster>, u64, Option<u64>)> {
+        if epoch == self.cluster.epoch() {
+            return Some((&self.cluster, self.cluster.config.epoch_start.order, None));
+        }
+        self.past
+            .iter()
+            .find(|(c, _)| c.epoch() == epoch)
+            .map(|(c, end)| (c, c.config.epoch_start.order, Some(*end)))
+    }
+
+    /// The members of `group` in the current epoch, or in the latest earlier one that has it
+    /// (where a database node's answers for that group's executions go).
+    pub fn members_of(&self, group: GroupId) -> Vec<NodeId> {
+        std::iter::once(&self.cluster)
+            .chain(self.past.iter().rev().map(|(c, _)| c))
+            .map(|c| c.members(group).map(|r| NodeId(r.id)).collect::<Vec<_>>())
+            .find(|m| !m.is_empty())
+            .unwrap_or_default()
+    }
+
     /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
-    /// dropped as malformed.
+    /// dropped as malformed. Its executions count only for orders of its configuration epoch
+    /// and only if that epoch assigns their (first) partition to its group: votes of different
+    /// groups never add up (docs/protocol.md, "Reconfiguration").
     pub fn on_commit_db(
         &mut self,
         commit_db: &CommitDb,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
-        if commit_db.config_epoch != self.cluster.epoch() {
-            return Err(VoterReject::WrongEpoch);
-        }
-        let member = self
-            .cluster
+        let (cluster, start, end) = self
+            .epoch(commit_db.config_epoch)
+            .ok_or(VoterReject::WrongEpoch)?;
+        let member = cluster
             .members(commit_db.group)
             .any(|r| r.id == commit_db.replica.0);
-        let key = self.cluster.node_key(commit_db.replica).filter(|_| member);
+        let key = cluster.node_key(commit_db.replica).filter(|_| member);
         if !key.is_some_and(|k| commit_db.verify(k)) {
             return Err(VoterReject::NotMember);
         }
+        let assigned = |e: &Execution| {
+            e.order > start
+                && end.is_none_or(|end| e.order <= end)
+                && e.request
+                    .partitions
+                    .first()
+                    .and_then(|&p| cluster.group_of(p))
+                    == Some(commit_db.group)
+        };
+        let misrouted: BTreeSet<u64> = commit_db
+            .executions
+            .iter()
+            .filter(|e| !assigned(e))
+            .map(|e| e.order)
+            .collect();
         let quorum = self.cluster.config.f + 1;
         let mut actions = Vec::new();
         let mut malformed = 0;
         let mut answers = Vec::new();
         for execution in &commit_db.executions {
+            if misrouted.contains(&execution.order) {
+                malformed += 1;
+                continue;
+            }
             // Retransmissions of what is decided or executed are the common case under load:
             // answered (or skipped) before the costlier checks below.
             if let Some(result) = self.recent.get(&execution.order) {

@@ -10,12 +10,18 @@
 //! Every primary candidate runs this core; only the primary of the current view orders. A
 //! candidate becomes primary of view v when it holds f+1 valid VIEW-CHANGEs for v from every
 //! group: it warrants the NEW-VIEW that carries them and continues ordering after it.
+//!
+//! The operator's RECONFIGURE is ordered alone and is the configuration epoch's last PREPARE
+//! (docs/protocol.md, "Reconfiguration"): requests admitted after it wait here for the next
+//! epoch's core ([`PrimaryCore::take_pending`]).
 
+use group::view::Slot;
 use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
+use proto::reconfig::ReconfigError;
 use proto::{
     ClientId, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare, PrepareEntry,
-    Proposal, Request, View, ViewChange,
+    Proposal, Reconfigure, Request, View, ViewChange,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -49,6 +55,7 @@ pub enum Action {
 /// What the USIG is warranting now.
 enum Signing {
     Batch(Vec<PrepareEntry>, Vec<Join>),
+    Reconfigure(Reconfigure),
     NewView(View, Vec<ViewChange>),
 }
 
@@ -79,6 +86,13 @@ pub struct PrimaryCore {
     checker: Checker,
     /// Valid VIEW-CHANGEs for views this candidate is the primary of, by sender.
     view_changes: BTreeMap<View, BTreeMap<NodeId, ViewChange>>,
+    /// The operator's RECONFIGURE, admitted and not yet warranted.
+    reconfigure: Option<Reconfigure>,
+    /// The warrant counter of the PREPARE that ordered a RECONFIGURE (ours, or in a new view's
+    /// cut): the epoch's last, nothing is ordered after it.
+    closed_at: Option<u64>,
+    /// The operator asked where our USIG sequence stands: nothing more is warranted.
+    frozen: bool,
 }
 
 impl PrimaryCore {
@@ -107,7 +121,53 @@ impl PrimaryCore {
             checker: Checker::new(cluster.clone()),
             cluster,
             view_changes: BTreeMap::new(),
+            reconfigure: None,
+            closed_at: None,
+            frozen: false,
         }
+    }
+
+    /// Warrants nothing more in this epoch (the operator asked where our USIG sequence stands;
+    /// the next epoch continues right after our last warrant).
+    pub fn freeze(&mut self) {
+        self.frozen = true;
+    }
+
+    /// Whether this epoch's last PREPARE (a RECONFIGURE) is ordered.
+    pub fn is_closed(&self) -> bool {
+        self.closed_at.is_some()
+    }
+
+    /// The requests admitted and not ordered, for the next configuration epoch's core.
+    pub fn take_pending(&mut self) -> Vec<Request> {
+        self.pending.drain(..).map(|e| e.request).collect()
+    }
+
+    /// The operator's RECONFIGURE: checked (operator signature, this epoch, a valid successor)
+    /// and, by the primary, ordered alone in the next PREPARE, the epoch's last. A
+    /// retransmission of one already ordered re-broadcasts its PREPARE (once per tick), as for a
+    /// client's request: the epoch's last PREPARE may be lost by everyone, a gap nobody sees.
+    pub fn on_reconfigure(
+        &mut self,
+        reconfigure: Reconfigure,
+    ) -> Result<Vec<Action>, ReconfigError> {
+        reconfigure.check(&self.cluster)?;
+        if !self.is_primary() {
+            return Ok(Vec::new());
+        }
+        if let Some(counter) = self.closed_at {
+            return Ok(match self.recent.get(&counter) {
+                Some(proposal) if self.rebroadcast.insert(counter) => {
+                    vec![Action::Broadcast(proposal.clone())]
+                }
+                _ => Vec::new(),
+            });
+        }
+        let in_flight = matches!(self.signing, Some(Signing::Reconfigure(_)));
+        if self.reconfigure.is_none() && !in_flight {
+            self.reconfigure = Some(reconfigure);
+        }
+        Ok(self.next_batch())
     }
 
     /// True when this candidate orders requests in its current view.
@@ -194,9 +254,10 @@ impl PrimaryCore {
 
     /// The USIG warranted the batch or NEW-VIEW in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let (entries, joins) = match self.signing.take() {
+        let (entries, joins, reconfigure) = match self.signing.take() {
             None => return Vec::new(),
-            Some(Signing::Batch(entries, joins)) => (entries, joins),
+            Some(Signing::Batch(entries, joins)) => (entries, joins, None),
+            Some(Signing::Reconfigure(r)) => (Vec::new(), Vec::new(), Some(Box::new(r))),
             Some(Signing::NewView(view, view_changes)) => {
                 let nv = NewView {
                     view,
@@ -207,6 +268,22 @@ impl PrimaryCore {
                 };
                 self.view = view;
                 self.view_changes.retain(|v, _| *v > view);
+                // A cut that holds the epoch's last PREPARE: nothing is ordered after it.
+                if let Ok(cut) = self.checker.new_view(&nv) {
+                    let last = cut.slots.iter().find_map(|slot| match slot {
+                        Slot::Prepare(p)
+                            if p.reconfigure
+                                .as_ref()
+                                .is_some_and(|r| r.check(&self.cluster).is_ok()) =>
+                        {
+                            Some(p.ui.counter)
+                        }
+                        _ => None,
+                    });
+                    if last.is_some() {
+                        self.closed_at = Some(nv.ui.counter);
+                    }
+                }
                 let proposal = Proposal::NewView(nv);
                 self.keep(proposal.clone());
                 let mut actions = vec![Action::Broadcast(proposal)];
@@ -221,8 +298,12 @@ impl PrimaryCore {
             primary: self.me,
             entries,
             joins,
+            reconfigure,
             ui,
         };
+        if prepare.reconfigure.is_some() {
+            self.closed_at = Some(counter);
+        }
         for j in &prepare.joins {
             self.joined.insert(j.replica, j.incarnation());
         }
@@ -312,7 +393,7 @@ impl PrimaryCore {
     /// Starts warranting the NEW-VIEW that makes this candidate primary, or else the next batch,
     /// if the USIG is free: everything pending, up to the limit.
     fn next_batch(&mut self) -> Vec<Action> {
-        if self.signing.is_some() {
+        if self.signing.is_some() || self.frozen {
             return Vec::new();
         }
         if let Some((view, view_changes)) = self.new_view_quorum() {
@@ -321,14 +402,35 @@ impl PrimaryCore {
             self.signing = Some(Signing::NewView(view, view_changes));
             return vec![Action::Warrant { bytes }];
         }
-        if (self.pending.is_empty() && self.joins.is_empty()) || !self.is_primary() {
+        if self.closed_at.is_some() || !self.is_primary() {
+            return Vec::new();
+        }
+        if let Some(reconfigure) = self.reconfigure.take() {
+            let bytes = Prepare::warranted_bytes(
+                self.view,
+                self.cluster.epoch(),
+                self.me,
+                &[],
+                &[],
+                Some(&reconfigure),
+            );
+            self.signing = Some(Signing::Reconfigure(reconfigure));
+            return vec![Action::Warrant { bytes }];
+        }
+        if self.pending.is_empty() && self.joins.is_empty() {
             return Vec::new();
         }
         let take = self.pending.len().min(self.max_batch);
         let entries: Vec<PrepareEntry> = self.pending.drain(..take).collect();
         let joins: Vec<Join> = std::mem::take(&mut self.joins).into_values().collect();
-        let bytes =
-            Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries, &joins);
+        let bytes = Prepare::warranted_bytes(
+            self.view,
+            self.cluster.epoch(),
+            self.me,
+            &entries,
+            &joins,
+            None,
+        );
         self.signing = Some(Signing::Batch(entries, joins));
         vec![Action::Warrant { bytes }]
     }

@@ -34,6 +34,7 @@ impl TestCluster {
                     machine: format!("p{id}"),
                     usig: usig_id(NodeId(id)).0,
                     usig_epoch: Some(1),
+                    usig_start: None,
                     public_key: node_key(NodeId(id)).public_key().to_hex(),
                 })
                 .collect(),
@@ -48,6 +49,7 @@ impl TestCluster {
                 })
                 .collect(),
             enrollments: (0..CANDIDATES).map(|id| enrollment(NodeId(id))).collect(),
+            operator_key: None,
         };
         for g in 0..groups {
             c.groups.push(GroupConfig {
@@ -63,6 +65,8 @@ impl TestCluster {
                     machine: format!("m{k}"),
                     usig: usig_id(id).0,
                     usig_epoch: Some(1),
+                    usig_start: None,
+                    rejoin: false,
                     public_key: node_key(id).public_key().to_hex(),
                 });
                 c.enrollments.push(enrollment(id));
