@@ -488,6 +488,80 @@ pub(super) mod tests {
             .collect()
     }
 
+    /// A COMMIT-DB of `group`'s members `replicas`, of configuration epoch `epoch`.
+    fn commit_db(epoch: u64, group: u32, replica: u32, executions: &[Execution]) -> CommitDb {
+        CommitDb {
+            config_epoch: proto::ConfigEpoch(epoch),
+            group: GroupId(group),
+            replica: NodeId(replica),
+            executions: executions.to_vec(),
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(NodeId(replica)))
+    }
+
+    /// Votes of the wrong group never decide anything, however many; votes of two groups never
+    /// add up (docs/protocol.md, "Reconfiguration").
+    #[test]
+    fn only_the_group_serving_the_partition_decides() {
+        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
+        let serving = cluster.group_of(0).unwrap().0;
+        let other = 1 - serving;
+        let members = |g: u32| -> Vec<u32> { cluster.members(GroupId(g)).map(|r| r.id).collect() };
+        let mut v = VoterCore::new(
+            cluster.clone(),
+            Arc::new(BytesArePartitions),
+            node_key(NodeId(11)),
+            NodeId(11),
+            vec![0, 0],
+        );
+        let e = [execution(1, &[(0, 1)], &[0])];
+        for replica in members(other) {
+            let (actions, malformed) = v.on_commit_db(&commit_db(1, other, replica, &e)).unwrap();
+            assert!(actions.is_empty());
+            assert_eq!(malformed, 1);
+        }
+        // One vote of the serving group is not f+1 either.
+        let first = members(serving)[0];
+        let (actions, _) = v.on_commit_db(&commit_db(1, serving, first, &e)).unwrap();
+        assert!(batches(&actions).is_empty());
+        let second = members(serving)[1];
+        let (actions, _) = v.on_commit_db(&commit_db(1, serving, second, &e)).unwrap();
+        assert_eq!(batches(&actions), vec![vec![1]]);
+    }
+
+    /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the
+    /// earlier epoch up to the cut, the next one after it; an unknown epoch not at all.
+    #[test]
+    fn each_epoch_decides_only_its_own_orders() {
+        let mut v = voter();
+        let mut next = v.cluster.config.clone();
+        next.config_epoch = 2;
+        next.epoch_start.order = 2;
+        v.reconfigure(Arc::new(Cluster::new(next).unwrap()));
+        let vote = |v: &mut VoterCore, epoch: u64, e: &[Execution]| {
+            let mut decided = Vec::new();
+            let mut malformed = 0;
+            for replica in [101, 102] {
+                let (actions, m) = v.on_commit_db(&commit_db(epoch, 0, replica, e)).unwrap();
+                decided.extend(batches(&actions));
+                malformed += m;
+            }
+            (decided, malformed)
+        };
+        // Order 3 is after the cut: not epoch 1's.
+        let third = [execution(3, &[(0, 2)], &[0])];
+        assert_eq!(vote(&mut v, 1, &third), (vec![], 2));
+        // Order 1 is before it: not epoch 2's, but still epoch 1's.
+        let first = [execution(1, &[(0, 1)], &[0])];
+        assert_eq!(vote(&mut v, 2, &first), (vec![], 2));
+        assert_eq!(vote(&mut v, 1, &first), (vec![vec![1]], 0));
+        assert_eq!(
+            v.on_commit_db(&commit_db(3, 0, 101, &third)).unwrap_err(),
+            VoterReject::WrongEpoch
+        );
+    }
+
     #[test]
     fn consecutive_positions_form_one_batch_per_partition_and_multi_partition_waits() {
         let mut v = voter();

@@ -580,4 +580,91 @@ mod tests {
             Ok(vec![Action::Broadcast(prepare)])
         );
     }
+
+    fn operated_primary(me: u32) -> (PrimaryCore, proto::config::ClusterConfig) {
+        let (cluster, spares) = TestCluster::operated(1, 2, 1, 4, 4);
+        let mut next = cluster.config.clone();
+        next.config_epoch += 1;
+        next.replicas.extend(spares);
+        next.groups.push(proto::config::GroupConfig {
+            id: 2,
+            partitions: Vec::new(),
+        });
+        let core = PrimaryCore::new(
+            Arc::new(cluster),
+            Arc::new(BytesArePartitions),
+            NodeId(me),
+            View(0),
+            8,
+        );
+        (core, next)
+    }
+
+    fn reconfigure(next: &proto::config::ClusterConfig, key: &proto::SigningKey) -> Reconfigure {
+        Reconfigure::new(proto::ConfigEpoch(1), next, "127.0.0.1:9", key)
+    }
+
+    /// The RECONFIGURE goes alone into the epoch's last PREPARE, after the batch at the USIG;
+    /// later requests wait for the next epoch's core; a re-sent RECONFIGURE re-broadcasts its
+    /// PREPARE once per tick.
+    #[test]
+    fn a_reconfigure_is_ordered_alone_and_ends_the_epoch() {
+        let (mut p, next) = operated_primary(0);
+        let out = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let r = reconfigure(&next, &proto::testing::operator_key());
+        assert!(
+            p.on_reconfigure(r.clone()).unwrap().is_empty(),
+            "the USIG is busy"
+        );
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(batch)), Action::Warrant { bytes }] =
+            out.as_slice()
+        else {
+            panic!("{out:?}")
+        };
+        assert!(batch.reconfigure.is_none() && batch.entries.len() == 1);
+        assert!(p.on_request(request(2, 1, &[1])).unwrap().is_empty());
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(last))] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(last.reconfigure.as_deref(), Some(&r));
+        assert!(last.entries.is_empty() && p.is_closed());
+        assert!(p.on_request(request(3, 1, &[2])).unwrap().is_empty());
+        let held: Vec<u64> = p.take_pending().iter().map(|r| r.client.0).collect();
+        assert_eq!(held, vec![2, 3], "held for the next epoch");
+        let again = p.on_reconfigure(r.clone()).unwrap();
+        assert_eq!(
+            again,
+            vec![Action::Broadcast(Proposal::Prepare(last.clone()))]
+        );
+        assert!(p.on_reconfigure(r.clone()).unwrap().is_empty());
+        p.on_tick();
+        assert_eq!(p.on_reconfigure(r).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn forged_reconfigures_are_refused_and_standby_candidates_only_check() {
+        let (mut p, next) = operated_primary(0);
+        let forged = reconfigure(&next, &proto::testing::node_key(NodeId(0)));
+        assert!(matches!(
+            p.on_reconfigure(forged),
+            Err(ReconfigError::Signature)
+        ));
+        let mut bad = next.clone();
+        bad.groups.clear();
+        let unsafe_shape = reconfigure(&bad, &proto::testing::operator_key());
+        assert!(matches!(
+            p.on_reconfigure(unsafe_shape),
+            Err(ReconfigError::Invalid(_))
+        ));
+        assert!(!p.is_closed());
+        let (mut standby, next) = operated_primary(1);
+        let good = reconfigure(&next, &proto::testing::operator_key());
+        assert!(standby.on_reconfigure(good).unwrap().is_empty());
+        assert!(!standby.is_closed());
+    }
 }
