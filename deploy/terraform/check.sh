@@ -84,4 +84,26 @@ for d in $(modules_and_examples); do
             bash -c "cd '$dir' && terraform test -no-color"
     fi
 done
+
+# cloudbft place --scale-groups (cloudbft::terraform::scale_groups) against the real CLI, on a
+# stand-in deployment of terraform_data resources (no provider needed).
+bin="${CLOUDBFT_BIN:-$here/../../target/debug/cloudbft}"
+if [[ ! -x "$bin" ]]; then
+    not_run "cloudbft place --scale-groups with terraform" "no cloudbft binary at $bin (cargo build -p cloudbft, or set CLOUDBFT_BIN)"
+else
+    scale_test() {
+        local dir="$work/deploy/terraform/tests/scale" out
+        "$bin" place --f 1 --groups 2 --candidates 2 --tfvars "$dir" >/dev/null &&
+            (cd "$dir" && terraform init -input=false -no-color >/dev/null && terraform apply -input=false -auto-approve -no-color >/dev/null) &&
+            out="$("$bin" place --scale-groups 4 --terraform-dir "$dir")" &&
+            grep -q '^groups 2 -> 4: 2 to create, 0 to update, 0 to delete (planned only)' <<<"$out" &&
+            grep -q '"groups": 2' "$dir/cloudbft.auto.tfvars.json" &&
+            out="$("$bin" place --scale-groups 3 --terraform-dir "$dir" --apply)" &&
+            grep -q '^groups 2 -> 3: 1 to create, 0 to update, 0 to delete (applied)' <<<"$out" &&
+            out="$("$bin" place --scale-groups 1 --terraform-dir "$dir" --apply)" &&
+            grep -q '^groups 3 -> 1: 0 to create, 0 to update, 2 to delete (applied)' <<<"$out" &&
+            [[ "$(cd "$dir" && terraform state list | wc -l)" == 1 ]] || { echo "last output: ${out:-}"; return 1; }
+    }
+    run_check "cloudbft place --scale-groups plan/apply with terraform (tests/scale)" scale_test
+fi
 summary

@@ -6,7 +6,9 @@ mod gateway_cmd;
 mod keygen;
 mod launch;
 mod nodes;
+mod place_cmd;
 mod report;
+mod terraform;
 mod tpcc_cmd;
 mod tpcc_run;
 mod usig_cmd;
@@ -48,6 +50,8 @@ enum Command {
     Replica(nodes::ReplicaArgs),
     /// Run a database node: votes on COMMIT-DBs and executes decided operations exactly once.
     Dbnode(nodes::DbNodeArgs),
+    /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
+    Place(place_cmd::PlaceArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,6 +72,7 @@ fn main() -> anyhow::Result<()> {
         Command::Primary(args) => nodes::primary(args),
         Command::Replica(args) => nodes::replica(args),
         Command::Dbnode(args) => nodes::dbnode(args),
+        Command::Place(args) => place_cmd::place(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());
