@@ -123,6 +123,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         db_nodes: Vec::new(),
         clients: Vec::new(),
         enrollments: Vec::new(),
+        ek_roots: Vec::new(),
     };
     let candidates = args.shape.candidates as usize;
     // usigd identities per machine: (node id, usig id).

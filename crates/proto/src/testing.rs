@@ -48,6 +48,7 @@ impl TestCluster {
                 })
                 .collect(),
             enrollments: (0..CANDIDATES).map(|id| enrollment(NodeId(id))).collect(),
+            ek_roots: Vec::new(),
         };
         for g in 0..groups {
             c.groups.push(GroupConfig {

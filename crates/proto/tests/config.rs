@@ -46,6 +46,7 @@ fn valid() -> ClusterConfig {
         db_nodes: Vec::new(),
         clients: Vec::new(),
         enrollments: vec![enrollment(1000)],
+        ek_roots: Vec::new(),
     };
     for g in 0..2u32 {
         for k in 1..=3u32 {
