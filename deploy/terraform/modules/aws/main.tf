@@ -6,15 +6,10 @@
 # spread group: sets larger than 7 (f >= 4) need subnets in several zones.
 
 module "nodes" {
-  source    = "../nodes"
-  f         = var.f
-  groups    = var.groups
-  primaries = var.primaries
-}
-
-module "cloud_init" {
-  source        = "../cloud-init"
-  nodes         = { for name, n in module.nodes.nodes : name => { id = n.id, role = n.role, group = n.group } }
+  source        = "../nodes"
+  f             = var.f
+  groups        = var.groups
+  primaries     = var.primaries
   binary_url    = var.binary_url
   binary_sha256 = var.binary_sha256
   usig_pcr      = var.usig_pcr
@@ -68,7 +63,7 @@ resource "aws_instance" "node" {
   placement_group        = aws_placement_group.spread[each.value.spread_set].name
   vpc_security_group_ids = var.security_group_ids
   key_name               = var.key_name
-  user_data              = module.cloud_init.user_data[each.key]
+  user_data              = module.nodes.user_data[each.key]
 
   metadata_options {
     http_tokens = "required"

@@ -4,15 +4,10 @@
 # has members (2 to 8). Every VM is a Shielded VM with a vTPM for usigd.
 
 module "nodes" {
-  source    = "../nodes"
-  f         = var.f
-  groups    = var.groups
-  primaries = var.primaries
-}
-
-module "cloud_init" {
-  source        = "../cloud-init"
-  nodes         = { for name, n in module.nodes.nodes : name => { id = n.id, role = n.role, group = n.group } }
+  source        = "../nodes"
+  f             = var.f
+  groups        = var.groups
+  primaries     = var.primaries
   binary_url    = var.binary_url
   binary_sha256 = var.binary_sha256
   usig_pcr      = var.usig_pcr
@@ -48,7 +43,7 @@ resource "google_compute_instance" "node" {
   }
 
   metadata = {
-    user-data = module.cloud_init.user_data[each.key]
+    user-data = module.nodes.user_data[each.key]
   }
 
   shielded_instance_config {

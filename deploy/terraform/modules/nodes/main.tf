@@ -2,7 +2,7 @@
 # primary candidates 0.., replica k (1..2f+1) of group g is 100 + 100 g + k, database node k is
 # 10 + k. Each node belongs to one anti-affinity set: "primaries", "dbnodes" or "group-<g>";
 # the cloud modules make one anti-affinity construct per set, so every BFT group's members
-# are kept apart by one of their own.
+# are kept apart by one of their own. Each node's first-boot document comes from ../cloud-init.
 
 locals {
   n = 2 * var.f + 1
@@ -25,4 +25,12 @@ locals {
     }
   }
   nodes = merge(local.primaries, local.replicas, local.dbnodes)
+}
+
+module "cloud_init" {
+  source        = "../cloud-init"
+  nodes         = { for name, n in local.nodes : name => { id = n.id, role = n.role, group = n.group } }
+  binary_url    = var.binary_url
+  binary_sha256 = var.binary_sha256
+  usig_pcr      = var.usig_pcr
 }

@@ -12,3 +12,8 @@ output "group_size" {
   description = "2f+1."
   value       = local.n
 }
+
+output "user_data" {
+  description = "node-<id> → its cloud-init document (../cloud-init)."
+  value       = module.cloud_init.user_data
+}

@@ -28,3 +28,19 @@ variable "primaries" {
     error_message = "primaries must be a whole number from 1 to 9."
   }
 }
+
+variable "binary_url" {
+  description = "HTTPS URL of the cloudbft binary every machine downloads at first boot (passed to ../cloud-init)."
+  type        = string
+}
+
+variable "binary_sha256" {
+  description = "SHA-256 of the binary at binary_url (hex)."
+  type        = string
+}
+
+variable "usig_pcr" {
+  description = "The PCR (0-15) that holds each node's USIG chain."
+  type        = number
+  default     = 8
+}

@@ -4,15 +4,10 @@
 # hosts and refuses to boot a member when no such host is left.
 
 module "nodes" {
-  source    = "../nodes"
-  f         = var.f
-  groups    = var.groups
-  primaries = var.primaries
-}
-
-module "cloud_init" {
-  source        = "../cloud-init"
-  nodes         = { for name, n in module.nodes.nodes : name => { id = n.id, role = n.role, group = n.group } }
+  source        = "../nodes"
+  f             = var.f
+  groups        = var.groups
+  primaries     = var.primaries
   binary_url    = var.binary_url
   binary_sha256 = var.binary_sha256
   usig_pcr      = var.usig_pcr
@@ -32,7 +27,7 @@ resource "openstack_compute_instance_v2" "node" {
   flavor_name     = var.flavor_name
   key_pair        = var.key_pair
   security_groups = var.security_groups
-  user_data       = module.cloud_init.user_data[each.key]
+  user_data       = module.nodes.user_data[each.key]
 
   network {
     uuid = var.network_id

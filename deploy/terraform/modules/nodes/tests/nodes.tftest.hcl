@@ -1,5 +1,10 @@
 # The node list: keygen's ids and one anti-affinity set per group (no provider needed).
 
+variables {
+  binary_url    = "https://releases.example.org/cloudbft"
+  binary_sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+}
+
 run "ids_and_sets" {
   command = apply
 
@@ -28,6 +33,10 @@ run "ids_and_sets" {
   assert {
     condition     = alltrue([for g in ["group-0", "group-1"] : length(output.spread_sets[g]) == output.group_size])
     error_message = "Every group set has 2f+1 members."
+  }
+  assert {
+    condition     = keys(output.user_data) == keys(output.nodes) && strcontains(output.user_data["node-203"], "NODE_ID=203")
+    error_message = "Every node has its own first-boot document."
   }
 }
 
