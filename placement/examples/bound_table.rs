@@ -16,9 +16,13 @@ fn fleet(n: usize, slots: u32, zones: usize, racks: usize) -> Vec<Machine> {
 }
 
 fn main() {
-    println!("| machines offered | f | groups | candidates | isolation | plan | lower bound | time |");
+    println!(
+        "| machines offered | f | groups | candidates | isolation | plan | lower bound | time |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
-    let rows: [(usize, u32, usize, usize, usize, usize, usize, Level); 12] = [
+    // (machines, slots, zones, racks per zone, f, groups, candidates, isolation)
+    type Row = (usize, u32, usize, usize, usize, usize, usize, Level);
+    let rows: [Row; 12] = [
         (20, 8, 4, 5, 1, 1, 1, Level::Host),
         (20, 8, 4, 5, 1, 5, 1, Level::Host),
         (20, 8, 4, 5, 2, 5, 2, Level::Host),

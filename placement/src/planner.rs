@@ -158,6 +158,13 @@ fn fleet<'a>(machines: &'a [Machine], demand: &Demand) -> Result<Fleet<'a>, Plac
     })
 }
 
+impl Fleet<'_> {
+    /// The domains of the machines placed so far in `slots`.
+    fn domains_of(&self, slots: &[Option<usize>]) -> Vec<usize> {
+        slots.iter().flatten().map(|&m| self.domain[m]).collect()
+    }
+}
+
 /// Labels must nest: one host is in one rack and one zone, one rack in one zone, and one TPM
 /// is in one host (two machines reporting one TPM are one physical machine).
 fn check_hierarchy(machines: &[Machine]) -> Result<(), PlacementError> {
@@ -309,12 +316,7 @@ fn place_primaries(fleet: &Fleet, state: &mut State) -> Result<(), Failure> {
         if state.primaries[i].is_some() {
             continue;
         }
-        let used: Vec<usize> = state
-            .primaries
-            .iter()
-            .flatten()
-            .map(|&m| fleet.domain[m])
-            .collect();
+        let used = fleet.domains_of(&state.primaries);
         let best = (0..fleet.machines.len())
             .filter(|&m| {
                 state.free[m] > 0
@@ -447,11 +449,7 @@ fn fill_groups(fleet: &Fleet, state: &mut State) -> Result<(), Failure> {
         .filter(|&m| state.open[m] && state.host_primaries[fleet.host[m]] == 0)
         .collect();
     for g in 0..state.groups.len() {
-        let mut in_group: Vec<usize> = state.groups[g]
-            .iter()
-            .flatten()
-            .map(|&m| fleet.domain[m])
-            .collect();
+        let mut in_group = fleet.domains_of(&state.groups[g]);
         for slot in 0..state.groups[g].len() {
             if state.groups[g][slot].is_some() {
                 continue;
@@ -503,12 +501,7 @@ fn place_dbs(fleet: &Fleet, state: &mut State, may_open: bool) -> Result<(), Fai
         if state.dbs[i].is_some() {
             continue;
         }
-        let used: Vec<usize> = state
-            .dbs
-            .iter()
-            .flatten()
-            .map(|&m| fleet.domain[m])
-            .collect();
+        let used = fleet.domains_of(&state.dbs);
         let best = (0..fleet.machines.len())
             .filter(|&m| {
                 state.free[m] > 0 && !used.contains(&fleet.domain[m]) && (may_open || state.open[m])

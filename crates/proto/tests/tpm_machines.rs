@@ -1,10 +1,11 @@
-//! Configuration loading with real software TPMs (swtpm): a group whose members' attestation
+//! Configuration loading with real software TPMs (swtpm), on proto::testing's layout: a group
+//! whose members' attestation
 //! keys come from one TPM is refused whatever machine names the configuration claims, records
 //! that disagree with their TPM evidence are refused, and pinned EK CAs (`ek_roots`) admit only
 //! TPMs with a certificate from them.
 
-use proto::config::{Cluster, ClusterConfig, DbNodeConfig, GroupConfig, NodeConfig, ReplicaConfig};
-use proto::SigningKey;
+use proto::config::{Cluster, ClusterConfig};
+use proto::testing::TestCluster;
 use std::path::Path;
 use usig::tpm::device::TpmDevice;
 use usig::tpm::swtpm::{LocalCa, Swtpm};
@@ -40,55 +41,23 @@ fn machine(dir: &Path, ids: &[u64], ca: Option<&LocalCa>) -> (Swtpm, Vec<Enrollm
     (swtpm, records)
 }
 
-fn key(seed: u8) -> String {
-    SigningKey::from_seed([seed; 32]).public_key().to_hex()
+/// The test layout (f = 1, one group: candidates 0-2 on p0-p2, replicas 101-103 on m1-m3) on
+/// TPMs, with `enrollments` instead of its soft ones.
+fn config(enrollments: Vec<EnrollmentRecord>) -> ClusterConfig {
+    let mut c = TestCluster::new(1, 1, 1, 0).cluster.config;
+    c.usig = "tpm".into();
+    c.enrollments = enrollments;
+    c
 }
 
-/// f = 1, one group (101..103 on m1..m3), candidate 0 on m0, database nodes 11..13 on m1..m3.
-fn config(enrollments: Vec<EnrollmentRecord>) -> ClusterConfig {
-    ClusterConfig {
-        f: 1,
-        config_epoch: 1,
-        partitions: 1,
-        usig: "tpm".into(),
-        application: "bank".into(),
-        epoch_start: Default::default(),
-        primaries: vec![NodeConfig {
-            id: 0,
-            addr: "127.0.0.1:1".into(),
-            machine: "m0".into(),
-            usig: 1000,
-            usig_epoch: None,
-            public_key: key(1),
-        }],
-        groups: vec![GroupConfig {
-            id: 0,
-            partitions: vec![0],
-        }],
-        replicas: (1..=3)
-            .map(|k| ReplicaConfig {
-                id: 100 + k,
-                group: 0,
-                addr: format!("127.0.0.1:{}", 100 + k),
-                machine: format!("m{k}"),
-                usig: 1100 + u64::from(k),
-                usig_epoch: None,
-                public_key: key(100 + k as u8),
-            })
-            .collect(),
-        db_nodes: (1..=3)
-            .map(|k| DbNodeConfig {
-                id: 10 + k,
-                addr: format!("127.0.0.1:{}", 10 + k),
-                machine: format!("m{k}"),
-                database: "sqlite::memory:".into(),
-                public_key: key(10 + k as u8),
-            })
-            .collect(),
-        clients: Vec::new(),
-        enrollments,
-        ek_roots: Vec::new(),
-    }
+/// The USIG ids of the layout's nodes, one machine each: candidates, then replicas.
+fn usig_ids() -> Vec<u64> {
+    let c = config(Vec::new());
+    c.primaries
+        .iter()
+        .map(|p| p.usig)
+        .chain(c.replicas.iter().map(|r| r.usig))
+        .collect()
 }
 
 fn error(c: ClusterConfig) -> String {
@@ -98,28 +67,31 @@ fn error(c: ClusterConfig) -> String {
 #[test]
 fn members_on_one_tpm_are_refused_whatever_the_machine_names_say() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let machines: Vec<_> = [vec![1000], vec![1101], vec![1102], vec![1103]]
+    let ids = usig_ids();
+    let machines: Vec<_> = ids
         .iter()
-        .enumerate()
-        .map(|(k, ids)| machine(&dir.path().join(format!("m{k}")), ids, None))
+        .map(|&id| machine(&dir.path().join(format!("u{id}")), &[id], None))
         .collect();
     let records: Vec<EnrollmentRecord> = machines.iter().flat_map(|(_, r)| r.clone()).collect();
-    Cluster::new(config(records.clone())).expect("four TPMs for four machines");
+    Cluster::new(config(records.clone())).expect("a TPM for every machine");
 
-    // Replicas 102 and 103 enrolled on one TPM (one usigd), the configuration saying m2, m3.
-    let (_shared, on_one) = machine(&dir.path().join("shared"), &[1102, 1103], None);
-    let mut c = config(records[..2].to_vec());
+    // The last two replicas enrolled on one TPM (one usigd), the configuration saying m2, m3.
+    let (_shared, on_one) = machine(&dir.path().join("shared"), &ids[4..], None);
+    let mut c = config(records[..4].to_vec());
     c.enrollments.extend(on_one);
+    let last = c.replicas[2].id;
     let e = error(c);
-    assert!(e.contains("replica 103.usig: shares a TPM"), "{e}");
+    assert!(
+        e.contains(&format!("replica {last}.usig: shares a TPM")),
+        "{e}"
+    );
 
     // A record whose TPM identity is not its endorsement key's hash.
     let mut c = config(records.clone());
-    let other = machines[1].1[0].tpm_identity.clone();
-    c.enrollments[2].tpm_identity = other;
+    c.enrollments[4].tpm_identity = records[3].tpm_identity.clone();
     let e = error(c);
     assert!(
-        e.contains("usig_enrollment (id 1102)") && e.contains("tpm_identity"),
+        e.contains(&format!("usig_enrollment (id {})", ids[4])) && e.contains("tpm_identity"),
         "{e}"
     );
 }
@@ -128,10 +100,10 @@ fn members_on_one_tpm_are_refused_whatever_the_machine_names_say() {
 fn pinned_ek_roots_admit_only_tpms_they_certified() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = LocalCa::new(&dir.path().join("ca")).expect("ca");
-    let machines: Vec<_> = [vec![1000], vec![1101], vec![1102], vec![1103]]
+    let ids = usig_ids();
+    let machines: Vec<_> = ids
         .iter()
-        .enumerate()
-        .map(|(k, ids)| machine(&dir.path().join(format!("m{k}")), ids, Some(&ca)))
+        .map(|&id| machine(&dir.path().join(format!("u{id}")), &[id], Some(&ca)))
         .collect();
     let records: Vec<EnrollmentRecord> = machines.iter().flat_map(|(_, r)| r.clone()).collect();
     assert!(records.iter().all(|r| r.ek_certificate.is_some()));
@@ -145,18 +117,21 @@ fn pinned_ek_roots_admit_only_tpms_they_certified() {
     wrong.ek_roots = vec![other.certificates_pem().expect("pem")];
     let e = error(wrong);
     assert!(
-        e.contains("usig_enrollment (id 1000).ek_certificate")
+        e.contains(&format!("usig_enrollment (id {}).ek_certificate", ids[0]))
             && e.contains("not one ek_roots vouches for"),
         "{e}"
     );
 
     // A TPM without an EK certificate cannot join a cluster that pins EK CAs.
-    let (_bare, bare) = machine(&dir.path().join("bare"), &[1103], None);
+    let (_bare, bare) = machine(&dir.path().join("bare"), &[ids[5]], None);
     let mut c2 = c.clone();
-    c2.enrollments[3] = bare[0].clone();
+    c2.enrollments[5] = bare[0].clone();
     let e = error(c2);
     assert!(
-        e.contains("usig_enrollment (id 1103).ek_certificate: is required because ek_roots is set"),
+        e.contains(&format!(
+            "usig_enrollment (id {}).ek_certificate: is required because ek_roots is set",
+            ids[5]
+        )),
         "{e}"
     );
 
