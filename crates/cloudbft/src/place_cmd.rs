@@ -97,19 +97,14 @@ pub fn place(args: PlaceArgs) -> Result<()> {
         None => default_fleet(&demand, args.slots),
     };
     let previous = args.previous.as_deref().map(PlanFile::read).transpose()?;
-    let plan = placement::plan(&machines, &demand, previous.as_ref().map(|p| &p.plan))?;
-    print!("{}", table(&machines, &demand, &plan));
+    let file = PlanFile::make(demand, machines, previous.as_ref().map(|p| &p.plan))?;
+    print!("{}", table(&file.machines, &demand, &file.plan));
     if let Some(previous) = &previous {
         println!(
             "moved from the previous plan: {} node(s)",
-            plan.moves_from(&previous.plan)
+            file.plan.moves_from(&previous.plan)
         );
     }
-    let file = PlanFile {
-        demand,
-        machines,
-        plan,
-    };
     if let Some(out) = &args.out {
         fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         file.write(&out.join(PLAN_FILE))?;
@@ -143,6 +138,20 @@ pub struct PlanFile {
 pub const PLAN_FILE: &str = "cloudbft-plan.json";
 
 impl PlanFile {
+    /// Plans `demand` on `machines` (keeping what `previous` placed, see [`placement::plan`]).
+    pub fn make(
+        demand: Demand,
+        machines: Vec<Machine>,
+        previous: Option<&Plan>,
+    ) -> Result<Self, placement::PlacementError> {
+        let plan = placement::plan(&machines, &demand, previous)?;
+        Ok(PlanFile {
+            demand,
+            machines,
+            plan,
+        })
+    }
+
     pub fn read(path: &Path) -> Result<Self> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -542,13 +551,7 @@ mod tests {
 
     fn plan_file(groups: usize) -> PlanFile {
         let demand = Demand::new(1, groups, 2);
-        let machines = default_fleet(&demand, None);
-        let plan = placement::plan(&machines, &demand, None).expect("plan");
-        PlanFile {
-            demand,
-            machines,
-            plan,
-        }
+        PlanFile::make(demand, default_fleet(&demand, None), None).expect("plan")
     }
 
     #[test]

@@ -134,19 +134,14 @@ pub fn scale_groups_with(
             groups,
             ..previous.demand
         };
-        let plan = placement::plan(&previous.machines, &demand, Some(&previous.plan))
-            .with_context(|| {
+        let file =
+            PlanFile::make(demand, previous.machines, Some(&previous.plan)).with_context(|| {
                 format!(
                     "re-planning {groups} groups on the machines of {}",
                     plan_path.display()
                 )
             })?;
-        moved_nodes = Some(plan.moves_from(&previous.plan));
-        let file = PlanFile {
-            demand,
-            machines: previous.machines,
-            plan,
-        };
+        moved_nodes = Some(file.plan.moves_from(&previous.plan));
         dedicated_vars(&mut vars, &file)?;
         new_plan = Some(file);
     }
@@ -375,12 +370,7 @@ mod tests {
                 ..Machine::new(format!("h{i}"), 3)
             })
             .collect();
-        let plan = placement::plan(&machines, &demand, None).expect("plan");
-        PlanFile {
-            demand,
-            machines,
-            plan,
-        }
+        PlanFile::make(demand, machines, None).expect("plan")
     }
 
     #[test]
