@@ -46,6 +46,9 @@ pub struct TpmBackend {
     epoch: Epoch,
     epoch_offset: EpochOffset,
     slots: BTreeMap<UsigId, Slot>,
+    /// The evidence once checked: it holds as long as this AK (the EK never changes), and a VM
+    /// asking for its enrollment again must not cost the TPM another activation.
+    evidence: Option<TpmEvidence>,
 }
 
 impl TpmBackend {
@@ -79,6 +82,7 @@ impl TpmBackend {
             epoch,
             epoch_offset,
             slots: BTreeMap::new(),
+            evidence: None,
         })
     }
 
@@ -126,6 +130,9 @@ impl TpmBackend {
     /// the backend activates a credential made for that EK and AK (as a remote verifier would,
     /// [`crate::credential`]): evidence whose AK and EK are not in one TPM is never exported.
     pub fn evidence(&mut self) -> Result<TpmEvidence, UsigError> {
+        if let Some(evidence) = &self.evidence {
+            return Ok(evidence.clone());
+        }
         let evidence = TpmEvidence {
             ek_public: self.device.ek_public()?,
             ek_certificate: self.device.ek_certificate()?,
@@ -138,6 +145,7 @@ impl TpmBackend {
         expected
             .check(&answer)
             .map_err(|e| UsigError::Config(format!("this TPM's evidence: {e}")))?;
+        self.evidence = Some(evidence.clone());
         Ok(evidence)
     }
 
