@@ -7,10 +7,12 @@ mod keygen;
 mod launch;
 mod nodes;
 mod operator;
+mod place_cmd;
 mod provider;
 mod reconfigure_cmd;
 mod report;
 mod reshape;
+mod terraform;
 mod tpcc_cmd;
 mod tpcc_run;
 mod usig_cmd;
@@ -61,6 +63,8 @@ enum Command {
     /// Move partitions between the groups of a running cluster.
     #[command(subcommand)]
     Partition(reconfigure_cmd::PartitionCommand),
+    /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
+    Place(place_cmd::PlaceArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -94,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(args) => reconfigure_cmd::scale(args),
         Command::Group(command) => reconfigure_cmd::group(command),
         Command::Partition(command) => reconfigure_cmd::partition(command),
+        Command::Place(args) => place_cmd::place(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());
