@@ -1,7 +1,9 @@
 //! `cloudbft`: one binary with a subcommand per role.
 
+mod autoscale;
 mod bench;
 mod demo;
+mod elastic;
 mod gateway_cmd;
 mod keygen;
 mod launch;
@@ -63,6 +65,12 @@ enum Command {
     /// Move partitions between the groups of a running cluster.
     #[command(subcommand)]
     Partition(reconfigure_cmd::PartitionCommand),
+    /// Keep a p95 latency objective with the fewest groups: reads the clients' latency from
+    /// Prometheus endpoints and scales the running cluster.
+    Autoscale(autoscale::AutoscaleArgs),
+    /// Run a load ramp against a fresh cluster with fixed groups or the autoscaler, and record
+    /// throughput, p95 and groups over time (JSON and SVG).
+    Elastic(elastic::ElasticArgs),
     /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
     Place(place_cmd::PlaceArgs),
 }
@@ -72,7 +80,7 @@ fn main() -> anyhow::Result<()> {
     // The operator's commands print their own progress; the nodes log what they do.
     let quiet = matches!(
         cli.command,
-        Command::Scale(_) | Command::Group(_) | Command::Partition(_)
+        Command::Scale(_) | Command::Group(_) | Command::Partition(_) | Command::Autoscale(_)
     );
     let default = if quiet {
         "warn,net=error"
@@ -98,6 +106,8 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(args) => reconfigure_cmd::scale(args),
         Command::Group(command) => reconfigure_cmd::group(command),
         Command::Partition(command) => reconfigure_cmd::partition(command),
+        Command::Autoscale(args) => autoscale::autoscale(args),
+        Command::Elastic(args) => elastic::elastic(args),
         Command::Place(args) => place_cmd::place(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;

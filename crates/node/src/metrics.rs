@@ -322,6 +322,15 @@ pub async fn serve(
 /// A database node's `cloudbft_highest_order`, read from its metrics endpoint (the launcher
 /// waits on it before a stop, and tests on a restarted node's catching up).
 pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
+    scrape(metrics)?
+        .lines()
+        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The Prometheus text a metrics endpoint serves (`None` if it does not answer within a few
+/// seconds): for the launcher, the autoscaler and tests.
+pub fn scrape(metrics: std::net::SocketAddr) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream =
         std::net::TcpStream::connect_timeout(&metrics, std::time::Duration::from_secs(1)).ok()?;
@@ -333,7 +342,5 @@ pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
         .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
-        .and_then(|v| v.trim().parse().ok())
+    Some(text)
 }
