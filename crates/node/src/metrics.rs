@@ -63,6 +63,9 @@ pub struct Metrics {
     pub recovering: Gauge<u64, AtomicU64>,
     /// Recoveries this replica completed since it started (0 or 1).
     pub recoveries: Counter,
+    /// Requests waiting for the primary's next batch (one per client), and the most that may.
+    pub admission_waiting: Gauge<u64, AtomicU64>,
+    pub admission_capacity: Gauge<u64, AtomicU64>,
     pub transport: TransportMetrics,
 }
 
@@ -98,6 +101,8 @@ impl Metrics {
             state_snapshots_served: Counter::default(),
             recovering: Gauge::default(),
             recoveries: Counter::default(),
+            admission_waiting: Gauge::default(),
+            admission_capacity: Gauge::default(),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -192,7 +197,23 @@ impl Metrics {
             "Times this replica installed a peer's state after a restart",
             m.recoveries.clone(),
         );
+        r.register(
+            "admission_waiting",
+            "Client requests waiting for the primary's next batch (one per client)",
+            m.admission_waiting.clone(),
+        );
+        r.register(
+            "admission_capacity",
+            "Most client requests that may wait at the primary (more are refused and retransmitted)",
+            m.admission_capacity.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// The primary's admission queue: `waiting` of at most `capacity`.
+    pub fn admission(&self, waiting: usize, capacity: usize) {
+        self.admission_waiting.set(waiting as u64);
+        self.admission_capacity.set(capacity as u64);
     }
 
     /// Counts a received frame of this kind.

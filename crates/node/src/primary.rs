@@ -64,9 +64,9 @@ pub async fn run(
             }
             Some(result) = warranted.recv() => core.warranted(result?),
             _ = tick.tick() => {
-                core.on_tick();
                 metrics.transport.update(peers.transport());
-                Vec::new()
+                metrics.admission(core.pending(), core.pending_capacity());
+                core.on_tick()
             }
         };
         for action in actions {
@@ -137,6 +137,8 @@ fn on_frame(
             // Replicas send JOINs to every candidate too.
             Rejection::NotPrimary => return Vec::new(),
             Rejection::BadJoin => "bad_join",
+            // A full admission queue: the client retransmits (crates/primary's admission).
+            Rejection::Overloaded => "admission_full",
         };
         metrics.reject(label);
         Vec::new()
