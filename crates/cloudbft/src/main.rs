@@ -12,6 +12,7 @@ mod tpcc_run;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -50,7 +51,11 @@ enum Command {
     Dbnode(nodes::DbNodeArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command and prints a failure as one line, `error: what: why: ...` (anyhow's
+/// context chain), and never a backtrace: returning the error from `main` would print its
+/// `Debug` form, which adds "Caused by" lists and, with RUST_BACKTRACE set, a stack trace that
+/// says nothing to someone who mistyped a path. Bugs panic, and panics keep their backtraces.
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
@@ -58,7 +63,34 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the line already ends
+/// with (sqlx, for one, repeats its source in its own message).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Usigd(args) => usig_cmd::usigd(args),
         Command::Usig(args) => usig_cmd::usig(args),
         Command::Demo(args) => demo::demo(args),
