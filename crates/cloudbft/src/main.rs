@@ -6,6 +6,7 @@ mod gateway_cmd;
 mod keygen;
 mod launch;
 mod nodes;
+mod overload;
 mod report;
 mod tpcc_cmd;
 mod tpcc_run;
@@ -39,6 +40,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure throughput and latency with closed-loop clients against a fresh local cluster.
     Bench(bench::BenchArgs),
+    /// Measure what one client sending 100x its share, and a slowloris client, do to other
+    /// clients' latency and to the gateway's and the primary's memory.
+    Overload(overload::OverloadArgs),
     /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
     Gateway(gateway_cmd::GatewayArgs),
     /// TPC-C: load databases, check consistency, compare digests, run the benchmark driver.
@@ -95,6 +99,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Usig(args) => usig_cmd::usig(args),
         Command::Demo(args) => demo::demo(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Overload(args) => overload::overload(args),
         Command::Gateway(args) => gateway_cmd::gateway(args),
         Command::Tpcc(args) => tpcc_cmd::tpcc(args),
         Command::Primary(args) => nodes::primary(args),
