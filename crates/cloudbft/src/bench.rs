@@ -40,8 +40,8 @@ pub struct BenchArgs {
     /// Share of operations that touch two partitions.
     #[arg(long, default_value_t = 0.0)]
     pub multi_partition: f64,
-    #[arg(long, default_value_t = 0)]
-    pub page_delay_ms: u64,
+    #[command(flatten)]
+    pub pages: crate::nodes::PageArgs,
     /// Cluster directory (must not exist; default: a new temporary directory).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -136,7 +136,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
-            page_delay_ms: args.page_delay_ms,
+            pages: args.pages.clone(),
             gateway: None,
         },
     )?;

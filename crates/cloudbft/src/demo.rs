@@ -38,9 +38,8 @@ pub struct DemoArgs {
     /// Most requests per PREPARE (1 turns batching off).
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
-    /// Extra delay per page in milliseconds (the paper's page generation took 200).
-    #[arg(long, default_value_t = 0)]
-    pub page_delay_ms: u64,
+    #[command(flatten)]
+    pub pages: crate::nodes::PageArgs,
 }
 
 impl DemoArgs {
@@ -85,7 +84,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         restart,
         &LaunchOptions {
             max_batch: args.max_batch,
-            page_delay_ms: args.page_delay_ms,
+            pages: args.pages.clone(),
             gateway: Some(args.gateway_addr),
         },
     )?;

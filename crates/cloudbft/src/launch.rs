@@ -23,7 +23,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct LaunchOptions {
     pub max_batch: usize,
-    pub page_delay_ms: u64,
+    pub pages: crate::nodes::PageArgs,
     /// Gateway listen address (`None`: no gateway).
     pub gateway: Option<SocketAddr>,
 }
@@ -159,7 +159,7 @@ impl LocalCluster {
         }
         for r in &c.replicas {
             let mut args = node_args("replica", r.id);
-            args.extend(["--page-delay-ms".into(), options.page_delay_ms.to_string()]);
+            args.extend(options.pages.to_args());
             nodes.push((format!("replica-{}", r.id), args, &r.addr));
         }
         for p in &c.primaries {

@@ -53,9 +53,52 @@ pub struct ReplicaArgs {
     /// Directory of the decision log (default: data/node-<id> next to the configuration).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Extra delay before each reply, in milliseconds (the paper's page generation: 200).
+    #[command(flatten)]
+    pub pages: PageArgs,
+}
+
+/// The page-generation stage of every replica (node::page): the paper's is 200 ms per page on
+/// a one-core VM.
+#[derive(Args, Debug, Clone)]
+pub struct PageArgs {
+    /// Time per page in milliseconds (0: no stage, pages go out as soon as they are rendered).
     #[arg(long, default_value_t = 0)]
     pub page_delay_ms: u64,
+    /// Pages a replica works on at once; the others queue (the paper's VM had one core).
+    #[arg(long, default_value_t = 1)]
+    pub page_workers: usize,
+    /// "sleep" (a worker is held, no CPU used) or "burn" (spins for the time in CPU time, for
+    /// runs where each replica is capped to one CPU share).
+    #[arg(long, default_value = "sleep")]
+    pub page_mode: node::page::PageMode,
+}
+
+impl PageArgs {
+    /// The flags again, for a replica process the launcher starts.
+    pub fn to_args(&self) -> Vec<String> {
+        let mode = match self.page_mode {
+            node::page::PageMode::Sleep => "sleep",
+            node::page::PageMode::Burn => "burn",
+        };
+        vec![
+            "--page-delay-ms".into(),
+            self.page_delay_ms.to_string(),
+            "--page-workers".into(),
+            self.page_workers.to_string(),
+            "--page-mode".into(),
+            mode.into(),
+        ]
+    }
+}
+
+impl Default for PageArgs {
+    fn default() -> Self {
+        PageArgs {
+            page_delay_ms: 0,
+            page_workers: 1,
+            page_mode: node::page::PageMode::Sleep,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -159,7 +202,9 @@ pub fn replica(args: ReplicaArgs) -> Result<()> {
                 .join("data")
                 .join(format!("node-{}", args.node.id))
         }),
-        page_delay: Duration::from_millis(args.page_delay_ms),
+        page_delay: Duration::from_millis(args.pages.page_delay_ms),
+        page_workers: args.pages.page_workers,
+        page_mode: args.pages.page_mode,
         node,
     };
     run_until_signal(|stop| node::replica::run(options, stop))

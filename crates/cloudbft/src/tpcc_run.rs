@@ -52,6 +52,8 @@ pub struct RunArgs {
     /// Most requests per PREPARE; 1 turns batching off.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
+    #[command(flatten)]
+    pub pages: crate::nodes::PageArgs,
     /// Working directory (must not exist; default: a new temporary directory, removed after).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -219,7 +221,7 @@ fn run_cluster(
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
-            page_delay_ms: 0,
+            pages: args.pages.clone(),
             gateway: None,
         },
     )?;

@@ -18,11 +18,6 @@ use headless_chrome::{Browser, LaunchOptions, Tab};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// Each test's cluster base port and gateway port, used by no other test (tests run in
-/// parallel; see [`common::Demo::start`]).
-const BANK_PORTS: (u16, u16) = (61400, 63400);
-const TPCC_PORTS: (u16, u16) = (61700, 63700);
-
 /// How long one step (a page load, one agreed reply) may take on a loaded two-core machine.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -62,11 +57,12 @@ struct Session {
 
 impl Session {
     /// Starts Chromium, then `cloudbft demo` in `dir` with `extra` arguments, and opens a tab.
-    fn start(dir: &Path, (base_port, gateway_port): (u16, u16), extra: &[&str]) -> Session {
+    fn start(dir: &Path, extra: &[&str]) -> Session {
         let started = Instant::now();
         // Fail at once on a machine without Chromium, before starting a whole cluster.
         let browser = launch();
-        let demo = common::Demo::start(&dir.join("cluster"), base_port, gateway_port, extra);
+        let ports = common::Ports::reserve();
+        let demo = common::Demo::start(&dir.join("cluster"), &ports, extra);
         let index = format!("http://{}/", demo.gateway);
         eprintln!("cluster ready after {:?}", started.elapsed());
         let tab = browser.new_tab().expect("a browser tab");
@@ -268,7 +264,7 @@ fn screenshot(tab: &Tab, dir: &Path, name: &str) {
 #[test]
 fn bank_forms_in_a_real_browser() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let session = Session::start(dir.path(), BANK_PORTS, &["--application", "bank"]);
+    let session = Session::start(dir.path(), &["--application", "bank"]);
     let (tab, index) = (&session.tab, &session.index);
 
     let open = |branch: &str, number: &str| {
@@ -316,7 +312,7 @@ fn bank_forms_in_a_real_browser() {
 #[test]
 fn tpcc_forms_in_a_real_browser() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let session = Session::start(dir.path(), TPCC_PORTS, &[]);
+    let session = Session::start(dir.path(), &[]);
     let tab: &Tab = &session.tab;
 
     // The index links its five forms, each to a form on the page.

@@ -7,7 +7,7 @@
 mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::{balance, db_states, invoke, Demo, PgDatabases};
+use common::{balance, db_states, invoke, Demo, PgDatabases, Ports};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
@@ -90,13 +90,14 @@ async fn workload(client: &ClientEndpoint) {
     );
 }
 
-fn run(base_port: u16, extra: &[&str]) {
+fn run(extra: &[&str]) {
+    let ports = Ports::reserve();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let extra = [&["--application", "bank"], extra].concat();
     let extra = extra.as_slice();
-    let demo = Demo::start(&data, base_port, base_port + 2000, extra);
+    let demo = Demo::start(&data, &ports, extra);
     runtime.block_on(async {
         let client = driver(&demo).await;
         workload(&client).await;
@@ -111,7 +112,7 @@ fn run(base_port: u16, extra: &[&str]) {
     );
 
     // Started again on the same data, the cluster continues where it stopped.
-    let demo = Demo::start(&data, base_port, base_port + 2000, extra);
+    let demo = Demo::start(&data, &ports, extra);
     runtime.block_on(async {
         let client = driver(&demo).await;
         assert_eq!(
@@ -141,17 +142,17 @@ fn run(base_port: u16, extra: &[&str]) {
 
 #[test]
 fn bank_cluster_on_sqlite() {
-    run(61100, &[]);
+    run(&[]);
 }
 
 #[test]
 fn bank_cluster_with_tpm_usig() {
     // A swtpm per simulated machine; a restart is a new TPM epoch for every identity.
-    run(61200, &["--usig", "tpm"]);
+    run(&["--usig", "tpm"]);
 }
 
 #[test]
 fn bank_cluster_on_postgres() {
     let databases = PgDatabases::new("t");
-    run(61300, &databases.args());
+    run(&databases.args());
 }

@@ -18,7 +18,8 @@ mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
 use common::{
-    balance, db_states, highest_order, invoke, kill, metric, node_process, restart, Demo, Restarted,
+    balance, db_states, highest_order, invoke, kill, metric, node_process, restart, Demo, Ports,
+    Restarted,
 };
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
@@ -39,16 +40,12 @@ type Fault = Box<dyn FnOnce(&Path) -> Vec<Restarted>>;
 /// Runs `transfers` transfers per task, applies `fault` a quarter of the way, checks that every
 /// transfer completes, money is conserved and every database node ends in the same state;
 /// prints the longest time without a completed transfer after the fault.
-fn under_load(base_port: u16, what: &str, usig: &str, transfers: u64, fault: Fault) {
+fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let demo = Demo::start(
-        &data,
-        base_port,
-        base_port + 2000,
-        &["--application", "bank", "--usig", usig],
-    );
+    let ports = Ports::reserve();
+    let demo = Demo::start(&data, &ports, &["--application", "bank", "--usig", usig]);
     let config = demo.config();
     let completed: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let (fault_at, restarted) = runtime.block_on(async {
@@ -175,7 +172,6 @@ fn under_load(base_port: u16, what: &str, usig: &str, transfers: u64, fault: Fau
 #[test]
 fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
     under_load(
-        61800,
         "primary of view 0 killed",
         "soft",
         40,
@@ -189,7 +185,6 @@ fn killing_the_primary_under_load_moves_the_cluster_to_a_new_view() {
 #[test]
 fn a_database_node_killed_and_restarted_under_load_catches_up() {
     under_load(
-        61900,
         "database node 12 killed and restarted",
         "soft",
         40,
@@ -344,7 +339,6 @@ fn kill_usigd(config: &Path, machine: &str) -> Vec<String> {
 #[test]
 fn a_replica_killed_and_restarted_under_load_rejoins_its_group() {
     under_load(
-        61500,
         "replica killed and restarted, then another of its group killed",
         "soft",
         RECOVERY_TRANSFERS,
@@ -355,7 +349,6 @@ fn a_replica_killed_and_restarted_under_load_rejoins_its_group() {
 #[test]
 fn a_machine_rebooted_under_load_rejoins_in_new_usig_epochs() {
     under_load(
-        61550,
         "machine rebooted (its replicas, database node and usigd; new USIG epochs)",
         "soft",
         RECOVERY_TRANSFERS,
@@ -369,7 +362,6 @@ fn a_machine_rebooted_under_load_rejoins_in_new_usig_epochs() {
 #[test]
 fn a_replica_restarted_under_load_rejoins_with_tpm_warrants() {
     under_load(
-        61150,
         "replica killed and restarted (TPM warrants), then another of its group killed",
         "tpm",
         RECOVERY_TRANSFERS,

@@ -15,7 +15,7 @@ mod common;
 
 use client_plugin::client::{ClientEndpoint, ClientOptions};
 use common::{balance, db_states, highest_order, invoke, kill, metric, node_process, restart};
-use common::{Demo, PgDatabases};
+use common::{Demo, PgDatabases, Ports};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
@@ -75,26 +75,22 @@ fn until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Instan
 
 #[test]
 fn a_database_node_restarted_on_an_empty_database_catches_up_by_state_transfer() {
-    catches_up(61040, &[]);
+    catches_up(&[]);
 }
 
 #[test]
 fn the_same_on_postgresql() {
     let databases = PgDatabases::new("st");
-    catches_up(61070, &databases.args());
+    catches_up(&databases.args());
 }
 
 /// The test, on a cluster started with `extra` arguments.
-fn catches_up(base_port: u16, extra: &[&str]) {
+fn catches_up(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let demo = Demo::start(
-        &data,
-        base_port,
-        base_port + 2000,
-        &[&["--application", "bank"], extra].concat(),
-    );
+    let ports = Ports::reserve();
+    let demo = Demo::start(&data, &ports, &[&["--application", "bank"], extra].concat());
     let config = demo.config();
     let cluster = Arc::new(Cluster::load(&config).unwrap());
     let database = cluster

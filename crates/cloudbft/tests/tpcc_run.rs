@@ -66,9 +66,10 @@ fn run(dir: &Path, extra: &[&str]) -> serde_json::Value {
     report
 }
 
-fn through_cluster(base_port: u16, extra: &[&str]) {
+fn through_cluster(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let port = base_port.to_string();
+    let ports = common::Ports::reserve();
+    let port = ports.base.to_string();
     let args = [
         &["--groups", "2", "--warehouses", "4", "--base-port", &port],
         extra,
@@ -103,7 +104,7 @@ fn through_cluster(base_port: u16, extra: &[&str]) {
 
 #[test]
 fn tpcc_through_two_groups_on_sqlite() {
-    through_cluster(61500, &[]);
+    through_cluster(&[]);
 }
 
 #[test]
@@ -112,17 +113,14 @@ fn tpcc_through_two_groups_on_postgres() {
         .unwrap_or_else(|_| "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres".into());
     let server = server.trim_end_matches("/postgres").to_string();
     let prefix = format!("cloudbft_tpcc{}", std::process::id());
-    through_cluster(
-        61600,
-        &[
-            "--db",
-            "postgres",
-            "--postgres",
-            &server,
-            "--db-prefix",
-            &prefix,
-        ],
-    );
+    through_cluster(&[
+        "--db",
+        "postgres",
+        "--postgres",
+        &server,
+        "--db-prefix",
+        &prefix,
+    ]);
 }
 
 #[test]

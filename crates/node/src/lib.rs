@@ -11,11 +11,13 @@
 //! - [`peers`]: the configured addresses and the node's outbound side;
 //! - [`usig`]: the USIG on a blocking thread;
 //! - [`metrics`]: what every role counts;
+//! - [`page`]: the page-generation stage that costs a replica capacity;
 //! - [`primary`], [`replica`], [`dbnode`]: the three drivers.
 
 pub mod app;
 pub mod dbnode;
 pub mod metrics;
+pub mod page;
 pub mod peers;
 pub mod primary;
 pub mod replica;

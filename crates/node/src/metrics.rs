@@ -66,6 +66,9 @@ pub struct Metrics {
     /// Requests waiting for the primary's next batch (one per client), and the most that may.
     pub admission_waiting: Gauge<u64, AtomicU64>,
     pub admission_capacity: Gauge<u64, AtomicU64>,
+    /// Pages waiting for a page worker, and workers busy (replica; see crate::page).
+    pub pages_queued: Gauge<u64, AtomicU64>,
+    pub page_workers_busy: Gauge<u64, AtomicU64>,
     pub transport: TransportMetrics,
 }
 
@@ -103,6 +106,8 @@ impl Metrics {
             recoveries: Counter::default(),
             admission_waiting: Gauge::default(),
             admission_capacity: Gauge::default(),
+            pages_queued: Gauge::default(),
+            page_workers_busy: Gauge::default(),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -206,6 +211,16 @@ impl Metrics {
             "admission_capacity",
             "Most client requests that may wait at the primary (more are refused and retransmitted)",
             m.admission_capacity.clone(),
+        );
+        r.register(
+            "pages_queued",
+            "Pages waiting for a page worker (the page-generation stage)",
+            m.pages_queued.clone(),
+        );
+        r.register(
+            "page_workers_busy",
+            "Page workers busy with a page",
+            m.page_workers_busy.clone(),
         );
         Arc::new(m)
     }

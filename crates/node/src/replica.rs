@@ -4,6 +4,7 @@
 
 use crate::app::AppKind;
 use crate::metrics::{self, Metrics};
+use crate::page::{PageMode, PageStage};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
@@ -25,9 +26,11 @@ pub struct ReplicaOptions {
     pub usig_socket: PathBuf,
     /// Where the decision log lives.
     pub data_dir: PathBuf,
-    /// Extra time before each REPLY, to reproduce the paper's page-generation stage in
-    /// benchmarks (zero by default).
+    /// The paper's page-generation stage before each REPLY (docs: crate::page): its duration
+    /// per page (zero by default: no stage), its workers and how they spend the time.
     pub page_delay: Duration,
+    pub page_workers: usize,
+    pub page_mode: PageMode,
 }
 
 /// Decisions written and synced by the log thread: their slots and the sync time.
@@ -163,6 +166,7 @@ pub async fn run(
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
     let mut stable = 0;
     let mut tick = tokio::time::interval(options.node.tick);
+    let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode);
     tracing::info!(id = me.0, group = group.0, "replica running");
     let mut first = Vec::new();
     if restarted {
@@ -196,6 +200,8 @@ pub async fn run(
             }
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
+                metrics.pages_queued.set(pages.queued() as u64);
+                metrics.page_workers_busy.set(pages.busy() as u64);
                 core.on_tick()
             }
             }
@@ -300,7 +306,7 @@ pub async fn run(
                         Metrics::observe(&metrics.reply_seconds, at.elapsed());
                     }
                     metrics.replies.inc();
-                    send_reply(&peers, reply, options.page_delay);
+                    send_reply(&peers, reply, &pages);
                 }
             }
         }
@@ -330,15 +336,16 @@ pub async fn run(
     Ok(())
 }
 
-fn send_reply(peers: &Peers, reply: proto::Reply, delay: Duration) {
+/// Sends a REPLY once its page went through the page stage (at once without one).
+fn send_reply(peers: &Peers, reply: proto::Reply, pages: &PageStage) {
     let client = reply.client;
-    if delay.is_zero() {
+    if pages.is_instant() {
         peers.to_client(client, &Message::Reply(reply));
         return;
     }
-    let peers = peers.clone();
+    let (peers, pages) = (peers.clone(), pages.clone());
     tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
+        pages.render().await;
         peers.to_client(client, &Message::Reply(reply));
     });
 }

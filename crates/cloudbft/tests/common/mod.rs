@@ -2,6 +2,9 @@
 
 #![allow(dead_code)] // Each test binary uses part of it.
 
+mod ports;
+pub use ports::Ports;
+
 use client_plugin::client::ClientEndpoint;
 use dbvote::bank::{Bank, BankOp};
 use dbvote::executor::Executor;
@@ -20,22 +23,22 @@ pub struct Demo {
     child: Option<Child>,
     pub dir: PathBuf,
     pub gateway: String,
+    /// Held while the cluster runs.
+    _ports: Ports,
 }
 
 impl Demo {
     /// Starts `cloudbft demo --data-dir dir --base-port base --gateway-addr 127.0.0.1:gateway`
     /// with `extra` arguments and waits for its "ready:" line.
     ///
-    /// Tests run in parallel, so each takes its own ports, above Linux's ephemeral range
-    /// (32768-60999, where outgoing connections get their ports) and swtpm's (10000-32766): a
-    /// base in 61000-61900 (nodes from there, metrics at +1000) and a gateway at base + 2000.
-    pub fn start(dir: &Path, base_port: u16, gateway_port: u16, extra: &[&str]) -> Demo {
-        let gateway = format!("127.0.0.1:{gateway_port}");
+    /// Tests run in parallel, so each reserves its own block of ports ([`Ports`]).
+    pub fn start(dir: &Path, ports: &Ports, extra: &[&str]) -> Demo {
+        let gateway = format!("127.0.0.1:{}", ports.gateway);
         let mut child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
             .arg("demo")
             .arg("--data-dir")
             .arg(dir)
-            .args(["--base-port", &base_port.to_string()])
+            .args(["--base-port", &ports.base.to_string()])
             .args(["--gateway-addr", &gateway])
             .args(extra)
             .env("RUST_LOG", "warn")
@@ -72,6 +75,7 @@ impl Demo {
             child: Some(child),
             dir: dir.to_path_buf(),
             gateway,
+            _ports: ports.clone(),
         }
     }
 
@@ -142,23 +146,17 @@ impl PgDatabases {
 impl Drop for PgDatabases {
     fn drop(&mut self) {
         use sqlx::Connection;
+        let admin_url = format!("{}/postgres", self.server);
         let dropped = tokio::runtime::Runtime::new().unwrap().block_on(async {
             sqlx::any::install_default_drivers();
-            let mut admin =
-                sqlx::AnyConnection::connect(&format!("{}/postgres", self.server)).await?;
+            let mut admin = sqlx::AnyConnection::connect(&admin_url).await?;
             let names: Vec<String> =
                 sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE $1")
                     .bind(format!("{}\\_%", self.prefix))
                     .fetch_all(&mut admin)
                     .await?;
-            for name in names {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut admin)
-                .await?;
-            }
-            admin.close().await
+            admin.close().await?;
+            dbvote::testing::drop_databases(&admin_url, &names).await
         });
         if let Err(e) = dropped {
             if !std::thread::panicking() {
