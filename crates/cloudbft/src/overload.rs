@@ -43,6 +43,8 @@ pub struct OverloadArgs {
     pub shape: ShapeArgs,
     #[arg(long, default_value_t = 1)]
     pub groups: u32,
+    #[command(flatten)]
+    pub pages: crate::nodes::PageArgs,
     /// Normal HTTP clients (each from its own loopback address).
     #[arg(long, default_value_t = 8)]
     pub clients: u8,
@@ -150,7 +152,7 @@ pub fn overload(args: OverloadArgs) -> Result<()> {
         false,
         &LaunchOptions {
             max_batch: 64,
-            page_delay_ms: 0,
+            pages: args.pages.clone(),
             gateway: Some(args.gateway_addr),
         },
     )?;
