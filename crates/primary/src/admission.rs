@@ -328,19 +328,24 @@ mod tests {
         assert!(queue.is_empty());
     }
 
-    /// Through the primary's core: while the USIG warrants a batch, a client floods 50 requests
-    /// and four others send one each; the next PREPARE holds one request per client, the
-    /// flooder's newest, and the flooder's older ones are never ordered.
-    #[test]
-    fn the_primary_orders_one_request_per_client_per_batch() {
+    /// A primary candidate of view 0 in a cluster of 8 clients, batching up to 64.
+    fn primary() -> PrimaryCore {
         let cluster = Arc::new(TestCluster::new(1, 2, 4, 8).cluster);
-        let mut core = PrimaryCore::new(
+        PrimaryCore::new(
             cluster,
             Arc::new(BytesArePartitions),
             NodeId(0),
             View(0),
             64,
-        );
+        )
+    }
+
+    /// Through the primary's core: while the USIG warrants a batch, a client floods 50 requests
+    /// and four others send one each; the next PREPARE holds one request per client, the
+    /// flooder's newest, and the flooder's older ones are never ordered.
+    #[test]
+    fn the_primary_orders_one_request_per_client_per_batch() {
+        let mut core = primary();
         let warrant = |bytes: &[u8]| usig(NodeId(0)).create_ui(bytes).unwrap();
         let out = core.on_request(request(1, 1, &[0])).unwrap();
         let [Action::Warrant { bytes }] = out.as_slice() else {
@@ -379,14 +384,7 @@ mod tests {
     /// arriving (nothing else would wake the primary, and replicas would suspect it).
     #[test]
     fn a_tick_orders_what_admission_held_back() {
-        let cluster = Arc::new(TestCluster::new(1, 2, 4, 8).cluster);
-        let mut core = PrimaryCore::new(
-            cluster,
-            Arc::new(BytesArePartitions),
-            NodeId(0),
-            View(0),
-            64,
-        );
+        let mut core = primary();
         let mut usig = usig(NodeId(0));
         let mut run = |core: &mut PrimaryCore, mut actions: Vec<Action>| {
             let mut ordered = Vec::new();

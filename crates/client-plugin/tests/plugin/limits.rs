@@ -5,11 +5,36 @@
 use crate::gateway::{exchange, gateway_with, post, render, Ask};
 use crate::harness::{Harness, WAIT};
 use client_plugin::gateway::Refusal;
-use client_plugin::{ClientOptions, GatewayLimits};
+use client_plugin::{ClientOptions, Gateway, GatewayLimits, GatewayMetrics};
+use proto::Request;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 const DEPOSIT: &str = "branch=1&number=7&cents=250";
+
+/// A bank gateway within `limits` over a fake cluster that answers every request.
+struct Gated {
+    gateway: Gateway,
+    metrics: GatewayMetrics,
+    at: SocketAddr,
+    _cluster: Harness,
+    _answered: UnboundedReceiver<(Request, Vec<u8>)>,
+}
+
+async fn gated(limits: GatewayLimits) -> Gated {
+    let mut h = Harness::new("bank", 4).await;
+    let answered = h.respond(render);
+    let (gateway, metrics) = gateway_with(&h, ClientOptions::default(), limits).await;
+    Gated {
+        at: gateway.local_addr(),
+        gateway,
+        metrics,
+        _cluster: h,
+        _answered: answered,
+    }
+}
 
 fn assert_security_headers(response: &crate::gateway::Response, what: &str) {
     for (name, value) in [
@@ -29,14 +54,18 @@ fn assert_security_headers(response: &crate::gateway::Response, what: &str) {
 /// HTML error page, which names nothing internal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_response_has_security_headers_and_errors_are_plain_pages() {
-    let mut h = Harness::new("bank", 2).await;
-    let _sent = h.respond(render);
     let limits = GatewayLimits {
         max_body_bytes: 1024,
         ..GatewayLimits::default()
     };
-    let (gateway, metrics) = gateway_with(&h, ClientOptions::default(), limits).await;
-    let at = gateway.local_addr();
+    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
+    let Gated {
+        gateway,
+        metrics,
+        at,
+        _cluster,
+        _answered,
+    } = gated(limits).await;
 
     let index = exchange(&Ask::new(at, "GET", "/", None)).await;
     assert_security_headers(&index, "the index");
@@ -85,14 +114,18 @@ async fn every_response_has_security_headers_and_errors_are_plain_pages() {
 /// sends them from the gateway's own page) and non-browser clients pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_site_form_posts_are_refused_and_same_origin_ones_pass() {
-    let mut h = Harness::new("bank", 2).await;
-    let _sent = h.respond(render);
     let limits = GatewayLimits {
         trusted_origins: vec!["https://shop.example.com".into()],
         ..GatewayLimits::default()
     };
-    let (gateway, metrics) = gateway_with(&h, ClientOptions::default(), limits).await;
-    let at = gateway.local_addr();
+    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
+    let Gated {
+        gateway,
+        metrics,
+        at,
+        _cluster,
+        _answered,
+    } = gated(limits).await;
     let post = || Ask::post(at, "/bank/deposit", DEPOSIT);
 
     let refused = [
@@ -151,15 +184,19 @@ async fn cross_site_form_posts_are_refused_and_same_origin_ones_pass() {
 /// GETs are not rate limited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_over_its_form_rate_is_refused_and_others_are_not() {
-    let mut h = Harness::new("bank", 4).await;
-    let _sent = h.respond(render);
     let limits = GatewayLimits {
         form_interval: Duration::from_secs(3600),
         form_burst: 3,
         ..GatewayLimits::default()
     };
-    let (gateway, metrics) = gateway_with(&h, ClientOptions::default(), limits).await;
-    let at = gateway.local_addr();
+    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
+    let Gated {
+        gateway,
+        metrics,
+        at,
+        _cluster,
+        _answered,
+    } = gated(limits).await;
 
     for _ in 0..3 {
         let ok = exchange(&Ask::post(at, "/bank/deposit", DEPOSIT).from([127, 0, 0, 2])).await;
@@ -224,15 +261,19 @@ async fn requests_beyond_the_concurrency_limit_are_shed_at_once() {
 /// timeout; connections over the per-client limit are refused while other clients connect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_connections_time_out_and_one_client_cannot_take_every_connection() {
-    let mut h = Harness::new("bank", 2).await;
-    let _sent = h.respond(render);
     let limits = GatewayLimits {
         header_read_timeout: Duration::from_millis(500),
         max_connections_per_client: 4,
         ..GatewayLimits::default()
     };
-    let (gateway, metrics) = gateway_with(&h, ClientOptions::default(), limits).await;
-    let at = gateway.local_addr();
+    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
+    let Gated {
+        gateway,
+        metrics,
+        at,
+        _cluster,
+        _answered,
+    } = gated(limits).await;
     let slow = [127, 0, 0, 9];
 
     let mut held = Vec::new();
