@@ -414,7 +414,8 @@ impl World {
 
     fn tick(&mut self) {
         let ids: Vec<NodeId> = self.primaries.keys().copied().collect();
-        for id in ids.into_iter().filter(|&id| !self.crashed(id)) {
+        let ids: Vec<NodeId> = ids.into_iter().filter(|&id| !self.crashed(id)).collect();
+        for id in ids {
             let actions = self
                 .primaries
                 .get_mut(&id)
