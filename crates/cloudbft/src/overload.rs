@@ -314,7 +314,7 @@ async fn drive(
         .map(|(i, (name, (((histogram, statuses), rss), ordered)))| {
             let latency = Percentiles::of(histogram);
             Phase {
-                name: *name,
+                name,
                 normal_operations: histogram.len(),
                 normal_errors: tally.errors[i].load(Ordering::Relaxed),
                 p95_vs_normal: latency.p95 / base_p95,
