@@ -14,7 +14,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 const DEPOSIT: &str = "branch=1&number=7&cents=250";
 
-/// A bank gateway within `limits` over a fake cluster that answers every request.
+/// A bank gateway within `limits` over a fake cluster that answers every request (kept here so
+/// that it lives as long as the test).
 struct Gated {
     gateway: Gateway,
     metrics: GatewayMetrics,
@@ -58,14 +59,8 @@ async fn every_response_has_security_headers_and_errors_are_plain_pages() {
         max_body_bytes: 1024,
         ..GatewayLimits::default()
     };
-    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
-    let Gated {
-        gateway,
-        metrics,
-        at,
-        _cluster,
-        _answered,
-    } = gated(limits).await;
+    let g = gated(limits).await;
+    let at = g.at;
 
     let index = exchange(&Ask::new(at, "GET", "/", None)).await;
     assert_security_headers(&index, "the index");
@@ -106,8 +101,8 @@ async fn every_response_has_security_headers_and_errors_are_plain_pages() {
             );
         }
     }
-    assert_eq!(metrics.refused_total(Refusal::TooLarge), 1);
-    gateway.shutdown().await;
+    assert_eq!(g.metrics.refused_total(Refusal::TooLarge), 1);
+    g.gateway.shutdown().await;
 }
 
 /// Cross-site form posts are refused before anything is signed; same-origin ones (as a browser
@@ -118,14 +113,8 @@ async fn cross_site_form_posts_are_refused_and_same_origin_ones_pass() {
         trusted_origins: vec!["https://shop.example.com".into()],
         ..GatewayLimits::default()
     };
-    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
-    let Gated {
-        gateway,
-        metrics,
-        at,
-        _cluster,
-        _answered,
-    } = gated(limits).await;
+    let g = gated(limits).await;
+    let at = g.at;
     let post = || Ask::post(at, "/bank/deposit", DEPOSIT);
 
     let refused = [
@@ -144,9 +133,9 @@ async fn cross_site_form_posts_are_refused_and_same_origin_ones_pass() {
             response.text()
         );
     }
-    assert_eq!(metrics.refused_total(Refusal::CrossOrigin), 5);
+    assert_eq!(g.metrics.refused_total(Refusal::CrossOrigin), 5);
     assert_eq!(
-        gateway.endpoint().stats().requests_sent,
+        g.gateway.endpoint().stats().requests_sent,
         0,
         "nothing signed"
     );
@@ -177,7 +166,7 @@ async fn cross_site_form_posts_are_refused_and_same_origin_ones_pass() {
     let index =
         exchange(&Ask::new(at, "GET", "/", None).header("Sec-Fetch-Site", "cross-site")).await;
     assert_eq!(index.status, 200);
-    gateway.shutdown().await;
+    g.gateway.shutdown().await;
 }
 
 /// One address over its form rate gets 429s with Retry-After while another address is served;
@@ -189,14 +178,8 @@ async fn one_client_over_its_form_rate_is_refused_and_others_are_not() {
         form_burst: 3,
         ..GatewayLimits::default()
     };
-    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
-    let Gated {
-        gateway,
-        metrics,
-        at,
-        _cluster,
-        _answered,
-    } = gated(limits).await;
+    let g = gated(limits).await;
+    let at = g.at;
 
     for _ in 0..3 {
         let ok = exchange(&Ask::post(at, "/bank/deposit", DEPOSIT).from([127, 0, 0, 2])).await;
@@ -213,13 +196,13 @@ async fn one_client_over_its_form_rate_is_refused_and_others_are_not() {
         refused.headers
     );
     assert!(refused.text().contains("Too many requests"));
-    assert_eq!(gateway.endpoint().stats().requests_sent, 3);
+    assert_eq!(g.gateway.endpoint().stats().requests_sent, 3);
     let index = exchange(&Ask::new(at, "GET", "/", None).from([127, 0, 0, 2])).await;
     assert_eq!(index.status, 200, "pages are not rate limited");
     let other = exchange(&Ask::post(at, "/bank/deposit", DEPOSIT).from([127, 0, 0, 3])).await;
     assert_eq!(other.status, 200, "another client has its own budget");
-    assert_eq!(metrics.refused_total(Refusal::RateLimited), 1);
-    gateway.shutdown().await;
+    assert_eq!(g.metrics.refused_total(Refusal::RateLimited), 1);
+    g.gateway.shutdown().await;
 }
 
 /// Beyond `max_concurrent_requests` a request is refused at once (503) instead of queueing
@@ -266,14 +249,8 @@ async fn slowloris_connections_time_out_and_one_client_cannot_take_every_connect
         max_connections_per_client: 4,
         ..GatewayLimits::default()
     };
-    // The fake cluster must live as long as the test: bound by name, not dropped by `..`.
-    let Gated {
-        gateway,
-        metrics,
-        at,
-        _cluster,
-        _answered,
-    } = gated(limits).await;
+    let g = gated(limits).await;
+    let at = g.at;
     let slow = [127, 0, 0, 9];
 
     let mut held = Vec::new();
@@ -316,10 +293,10 @@ async fn slowloris_connections_time_out_and_one_client_cannot_take_every_connect
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(metrics.refused_total(Refusal::HeaderTimeout), 4);
-    assert_eq!(metrics.refused_total(Refusal::Connections), 1);
+    assert_eq!(g.metrics.refused_total(Refusal::HeaderTimeout), 4);
+    assert_eq!(g.metrics.refused_total(Refusal::Connections), 1);
     // Their slots are free again.
     let again = exchange(&Ask::new(at, "GET", "/healthz", None).from(slow)).await;
     assert_eq!(again.status, 200);
-    gateway.shutdown().await;
+    g.gateway.shutdown().await;
 }
