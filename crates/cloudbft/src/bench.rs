@@ -121,6 +121,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let keygen = KeygenArgs {
         out: dir.clone(),
         groups: args.groups,
+        max_groups: None,
         partitions,
         shape: args.shape.clone(),
         base_port: args.base_port,

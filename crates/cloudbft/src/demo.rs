@@ -14,9 +14,15 @@ pub struct DemoArgs {
     /// Number of groups of 2f+1 replicas.
     #[arg(long, default_value_t = 2)]
     pub groups: u32,
-    /// Number of partitions (TPC-C warehouses, bank branches); default: two per group.
+    /// Number of partitions (TPC-C warehouses, bank branches); default: two per group, and at
+    /// least --max-groups.
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Groups the cluster may grow to online (`cloudbft scale`, `cloudbft group add`, the
+    /// autoscaler): identities for them are made at the start (default: 4, or --groups if
+    /// more).
+    #[arg(long)]
+    pub max_groups: Option<u32>,
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// Where browsers connect.
@@ -43,11 +49,24 @@ pub struct DemoArgs {
 }
 
 impl DemoArgs {
+    /// The groups the demo makes identities for: --max-groups, else 4 (never more than the
+    /// partitions, nor fewer than --groups).
+    fn max_groups(&self) -> u32 {
+        let wanted = self.max_groups.unwrap_or(4).max(self.groups);
+        match self.partitions {
+            Some(p) if self.max_groups.is_none() => wanted.min(p).max(self.groups),
+            _ => wanted,
+        }
+    }
+
     pub fn keygen_args(&self) -> KeygenArgs {
         KeygenArgs {
             out: self.data_dir.clone(),
             groups: self.groups,
-            partitions: self.partitions.unwrap_or(2 * self.groups),
+            max_groups: Some(self.max_groups()),
+            partitions: self
+                .partitions
+                .unwrap_or((2 * self.groups).max(self.max_groups())),
             shape: self.shape.clone(),
             base_port: self.base_port,
             clients: 64,
@@ -73,6 +92,14 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         tokio::runtime::Runtime::new()?
             .block_on(crate::tpcc_cmd::load_cluster(&cluster, &scale, 1))?;
     }
+    // What an operator command needs to start more replicas like ours (crate::provider).
+    let launch = crate::provider::Launch {
+        replica_args: args.pages.to_args(),
+    };
+    std::fs::write(
+        args.data_dir.join(crate::provider::LAUNCH_FILE),
+        toml::to_string(&launch)?,
+    )?;
     let (stop_tx, stop) = mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = stop_tx.send(());
@@ -107,6 +134,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     }
     println!("  logs in {}", args.data_dir.join("logs").display());
     println!(
+        "  scale it: cloudbft scale --config {} --groups N",
+        config.display()
+    );
+    println!(
         "ready: open http://{}/ in a browser (Ctrl-C stops the cluster)",
         args.gateway_addr
     );
@@ -129,6 +160,13 @@ pub fn demo(args: DemoArgs) -> Result<()> {
                              longer warrant anything, as if the machine failed; the cluster goes \
                              on without them. Restart it (with --new-epoch if its state is lost), \
                              then its nodes: replicas rejoin their groups (docs/operations.md)"
+                        );
+                        continue;
+                    }
+                    if status.success() && name.starts_with("replica-") {
+                        eprintln!(
+                            "{name} left the cluster: a reconfiguration removed it (see \
+                             logs/{name}.log)"
                         );
                         continue;
                     }

@@ -4,6 +4,7 @@
 //! replica of every group and one database node, and each further candidate alone on a machine
 //! of its own (m(2f+2), ...), so that a crashed machine takes at most one candidate.
 
+use crate::reshape::Spares;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use proto::config::{
@@ -42,6 +43,11 @@ pub struct KeygenArgs {
     /// Number of groups of 2f+1 replicas.
     #[arg(long, default_value_t = 2)]
     pub groups: u32,
+    /// Groups the cluster may grow to online: identities (keys, USIG enrollments, usigd
+    /// identities on their machines) for the groups beyond --groups are written to spares.toml
+    /// for `cloudbft group add` and `cloudbft scale` (default: --groups, no spares).
+    #[arg(long)]
+    pub max_groups: Option<u32>,
     /// Number of data partitions (spread over the groups round-robin).
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
@@ -84,6 +90,9 @@ pub struct ShapeArgs {
     pub db_prefix: String,
 }
 
+/// The spare replicas' file next to cluster.toml.
+pub const SPARES: &str = "spares.toml";
+
 /// Machine name of the k-th machine (m0 hosts the first primary candidate).
 fn machine(k: usize) -> String {
     format!("m{k}")
@@ -98,6 +107,17 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             args.groups
         );
     }
+    let max_groups = args.max_groups.unwrap_or(args.groups).max(args.groups);
+    if max_groups > args.partitions {
+        bail!(
+            "--max-groups ({max_groups}) must be at most --partitions ({}): a group without a              partition would serve nothing",
+            args.partitions
+        );
+    }
+    // usigd gives each identity on a machine its own PCR (8 to 15) in TPM mode.
+    if args.shape.usig == UsigMode::Tpm && max_groups > 8 {
+        bail!("--max-groups ({max_groups}) must be at most 8 with --usig tpm: each machine has 8 PCRs (8-15) for its VMs' identities");
+    }
     let out = &args.out;
     fs::create_dir_all(out.join("keys")).with_context(|| format!("creating {}", out.display()))?;
     fs::create_dir_all(out.join("db")).with_context(|| format!("creating {}", out.display()))?;
@@ -107,6 +127,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         port += 1;
         format!("127.0.0.1:{}", port - 1)
     };
+    let operator = new_key(out, "operator")?;
+    let mut spares = Spares::default();
     let mut config = ClusterConfig {
         f: args.shape.f,
         config_epoch: 1,
@@ -123,6 +145,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         db_nodes: Vec::new(),
         clients: Vec::new(),
         enrollments: Vec::new(),
+        operator_key: Some(operator),
     };
     let candidates = args.shape.candidates as usize;
     // usigd identities per machine: (node id, usig id).
@@ -138,10 +161,14 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
             usig,
             // Filled in from usigd when the cluster starts (crate::launch).
             usig_epoch: None,
+            usig_start: None,
             public_key: new_key(out, &format!("node-{id}"))?,
         });
         hosted[k].push((id, usig));
     }
+    // Replicas of the groups beyond --groups are spares: their addresses come after everything
+    // else, so that the ports of a cluster do not depend on --max-groups.
+    let mut spare_ids = Vec::new();
     for g in 0..args.groups {
         config.groups.push(GroupConfig {
             id: g,
@@ -159,6 +186,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 machine: machine(k),
                 usig,
                 usig_epoch: None,
+                usig_start: None,
+                rejoin: false,
                 public_key: new_key(out, &format!("node-{id}"))?,
             });
             machine_identities.push((id, usig));
@@ -189,6 +218,25 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     let endpoints: Vec<String> = (0..args.client_endpoints.max(1))
         .map(|_| next_addr())
         .collect();
+    for g in args.groups..max_groups {
+        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1).take(n) {
+            let id = 100 + g * 100 + k as u32;
+            let usig = 1000 + u64::from(id);
+            spares.replicas.push(ReplicaConfig {
+                id,
+                group: g,
+                addr: next_addr(),
+                machine: machine(k),
+                usig,
+                usig_epoch: None,
+                usig_start: None,
+                rejoin: false,
+                public_key: new_key(out, &format!("node-{id}"))?,
+            });
+            machine_identities.push((id, usig));
+            spare_ids.push(usig);
+        }
+    }
     for c in 1..=args.clients {
         config.clients.push(ClientConfig {
             id: c,
@@ -197,9 +245,16 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         });
     }
     for (k, identities) in hosted.iter().enumerate() {
-        config
-            .enrollments
-            .extend(enroll_machine(out, k, identities, args.shape.usig)?);
+        for record in enroll_machine(out, k, identities, args.shape.usig)? {
+            if spare_ids.contains(&record.id) {
+                spares.enrollments.push(record);
+            } else {
+                config.enrollments.push(record);
+            }
+        }
+    }
+    if !spares.replicas.is_empty() {
+        spares.save(&out.join(SPARES))?;
     }
     Cluster::new(config.clone()).context("keygen produced an invalid configuration (a bug)")?;
     let path = out.join("cluster.toml");
@@ -228,7 +283,8 @@ fn new_key(out: &Path, name: &str) -> Result<String> {
     Ok(key.public_key().to_hex())
 }
 
-/// Where keygen puts the key called `name` (`node-N` or `client-N`, as [`proto::keys`] reads).
+/// Where keygen puts the key called `name` (`node-N`, `client-N` or `operator`, as
+/// [`proto::keys`] reads).
 pub fn key_path(out: &Path, name: &str) -> PathBuf {
     out.join("keys").join(format!("{name}.key"))
 }

@@ -31,6 +31,8 @@ pub struct LaunchOptions {
 /// A running local cluster. Dropping it stops every process.
 pub struct LocalCluster {
     pub cluster: Cluster,
+    /// The cluster's directory (configuration, logs, pid files).
+    dir: PathBuf,
     /// (name, process, metrics address), in start order.
     processes: Vec<(String, Child, Option<SocketAddr>)>,
 }
@@ -70,7 +72,27 @@ pub fn prepare(args: &KeygenArgs) -> Result<(PathBuf, bool)> {
     }
     let mut config: ClusterConfig = cluster.config;
     config.config_epoch += 1;
-    config.epoch_start = EpochStart { order, positions };
+    // Every USIG starts a new epoch at a whole-cluster restart: sequences start at counter 1.
+    for p in &mut config.primaries {
+        p.usig_start = None;
+    }
+    for r in &mut config.replicas {
+        r.usig_start = None;
+        r.rejoin = false;
+    }
+    let spares_path = args.out.join(crate::keygen::SPARES);
+    let mut spares = crate::reshape::Spares::load(&spares_path)?;
+    if !spares.replicas.is_empty() {
+        for r in &mut spares.replicas {
+            r.usig_start = None;
+        }
+        spares.save(&spares_path)?;
+    }
+    config.epoch_start = EpochStart {
+        order,
+        positions,
+        clients: Vec::new(),
+    };
     Cluster::new(config.clone())?;
     fs::write(&path, toml::to_string(&config)?)
         .with_context(|| format!("writing {}", path.display()))?;
@@ -95,6 +117,7 @@ impl LocalCluster {
         fs::create_dir_all(dir.join("logs"))?;
         let mut me = LocalCluster {
             cluster,
+            dir: dir.clone(),
             processes: Vec::new(),
         };
         let config_arg = config_path.display().to_string();
@@ -290,12 +313,14 @@ impl LocalCluster {
     /// Stops every process, newest first: SIGTERM, then SIGKILL after a grace period. The
     /// gateway goes first; then the database nodes get a moment to catch up with each other
     /// (replicas re-send decisions to the ones behind), so that a restart finds them level.
+    /// Replicas that operator commands started for this cluster (`pids/`) stop with it.
     pub fn stop(&mut self) {
         if let Some(i) = self.processes.iter().position(|(n, _, _)| n == "gateway") {
             let (name, mut child, _) = self.processes.remove(i);
             terminate(&name, &mut child);
         }
         self.drain();
+        self.stop_added();
         while let Some((name, mut child, _)) = self.processes.pop() {
             terminate(&name, &mut child);
         }
@@ -332,6 +357,26 @@ impl LocalCluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         tracing::warn!(?last, "database nodes did not level out before the stop");
+    }
+}
+
+impl LocalCluster {
+    /// Stops the replicas an operator command started (their pid files in `pids/`).
+    fn stop_added(&self) {
+        let Ok(entries) = fs::read_dir(self.dir.join("pids")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let pid = fs::read_to_string(entry.path())
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok());
+            if let Some(pid) = pid {
+                // SAFETY: kill(2); the pid is one this cluster's operator command started
+                // (a stale pid of a process that exited gets ESRCH).
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+            let _ = fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -6,8 +6,12 @@ mod gateway_cmd;
 mod keygen;
 mod launch;
 mod nodes;
+mod operator;
 mod overload;
+mod provider;
+mod reconfigure_cmd;
 mod report;
+mod reshape;
 mod tpcc_cmd;
 mod tpcc_run;
 mod usig_cmd;
@@ -53,6 +57,15 @@ enum Command {
     Replica(nodes::ReplicaArgs),
     /// Run a database node: votes on COMMIT-DBs and executes decided operations exactly once.
     Dbnode(nodes::DbNodeArgs),
+    /// Change the number of groups of a running cluster (adds spare groups, removes the
+    /// highest, spreads the partitions), signed with the operator key.
+    Scale(reconfigure_cmd::ScaleArgs),
+    /// Add or remove one group of a running cluster.
+    #[command(subcommand)]
+    Group(reconfigure_cmd::GroupCommand),
+    /// Move partitions between the groups of a running cluster.
+    #[command(subcommand)]
+    Partition(reconfigure_cmd::PartitionCommand),
 }
 
 /// Runs the command and prints a failure as one line, `error: what: why: ...` (anyhow's
@@ -60,14 +73,24 @@ enum Command {
 /// `Debug` form, which adds "Caused by" lists and, with RUST_BACKTRACE set, a stack trace that
 /// says nothing to someone who mistyped a path. Bugs panic, and panics keep their backtraces.
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The operator's commands print their own progress; the nodes log what they do.
+    let quiet = matches!(
+        cli.command,
+        Command::Scale(_) | Command::Group(_) | Command::Partition(_)
+    );
+    let default = if quiet {
+        "warn,net=error"
+    } else {
+        "info,tss_esapi=warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,tss_esapi=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse().command) {
+    match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", one_line(&error));
@@ -105,6 +128,9 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Primary(args) => nodes::primary(args),
         Command::Replica(args) => nodes::replica(args),
         Command::Dbnode(args) => nodes::dbnode(args),
+        Command::Scale(args) => reconfigure_cmd::scale(args),
+        Command::Group(command) => reconfigure_cmd::group(command),
+        Command::Partition(command) => reconfigure_cmd::partition(command),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

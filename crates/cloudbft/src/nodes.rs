@@ -55,6 +55,11 @@ pub struct ReplicaArgs {
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub pages: PageArgs,
+    /// Join the cluster at the next configuration epoch: `--config` is that epoch's shape (as
+    /// `cloudbft group add` writes it), and the replica waits for the operator's CONFIGURE of it
+    /// (docs/protocol.md, "Reconfiguration").
+    #[arg(long)]
+    pub await_epoch: bool,
 }
 
 /// The page-generation stage of every replica (node::page): the paper's is 200 ms per page on
@@ -129,6 +134,7 @@ impl NodeArgs {
             id: NodeId(self.id),
             metrics: self.metrics,
             tick: Duration::from_millis(self.tick_ms.max(1)),
+            config_path: Some(self.config.clone()),
         })
     }
 
@@ -205,6 +211,7 @@ pub fn replica(args: ReplicaArgs) -> Result<()> {
         page_delay: Duration::from_millis(args.pages.page_delay_ms),
         page_workers: args.pages.page_workers,
         page_mode: args.pages.page_mode,
+        await_epoch: args.await_epoch,
         node,
     };
     run_until_signal(|stop| node::replica::run(options, stop))

@@ -144,6 +144,7 @@ pub fn overload(args: OverloadArgs) -> Result<()> {
         clients: 2 * 128,
         client_endpoints: 2,
         application: "noop".into(),
+        max_groups: None,
     };
     let (config, _) = prepare(&keygen)?;
     let cluster = LocalCluster::start(

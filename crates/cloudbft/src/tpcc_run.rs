@@ -198,6 +198,7 @@ fn run_cluster(
     let keygen = KeygenArgs {
         out: dir.to_path_buf(),
         groups: args.groups,
+        max_groups: None,
         partitions: warehouses,
         shape: args.shape.clone(),
         base_port: args.base_port,

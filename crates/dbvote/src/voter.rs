@@ -98,6 +98,9 @@ const KEEP_RESULTS: usize = 4096;
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
+    /// Earlier configuration epochs (docs/protocol.md, "Reconfiguration"), each with the last
+    /// order it covers: a lagging member's COMMIT-DBs for them still count, within their range.
+    past: Vec<(Arc<Cluster>, u64)>,
     rule: Arc<dyn PartitionRule>,
     key: SigningKey,
     me: NodeId,
@@ -127,6 +130,7 @@ impl VoterCore {
     ) -> Self {
         VoterCore {
             cluster,
+            past: Vec::new(),
             rule,
             key,
             me,
@@ -161,28 +165,80 @@ impl VoterCore {
         self
     }
 
+    /// The next configuration epoch starts (after the certified end of this one): COMMIT-DBs of
+    /// this epoch still count for its orders, those of the next one for the orders after.
+    pub fn reconfigure(&mut self, next: Arc<Cluster>) {
+        let end = next.config.epoch_start.order;
+        let previous = std::mem::replace(&mut self.cluster, next);
+        self.past.push((previous, end));
+        // Epochs whose every order executed here need no more votes.
+        let done = self.st.executed_through;
+        self.past.retain(|(_, end)| *end > done);
+    }
+
+    /// The configuration of epoch `epoch` and the orders it covers (after `start`, up to `end`).
+    fn epoch(&self, epoch: proto::ConfigEpoch) -> Option<(&Arc<Cluster>, u64, Option<u64>)> {
+        if epoch == self.cluster.epoch() {
+            return Some((&self.cluster, self.cluster.config.epoch_start.order, None));
+        }
+        self.past
+            .iter()
+            .find(|(c, _)| c.epoch() == epoch)
+            .map(|(c, end)| (c, c.config.epoch_start.order, Some(*end)))
+    }
+
+    /// The members of `group` in the current epoch, or in the latest earlier one that has it
+    /// (where a database node's answers for that group's executions go).
+    pub fn members_of(&self, group: GroupId) -> Vec<NodeId> {
+        std::iter::once(&self.cluster)
+            .chain(self.past.iter().rev().map(|(c, _)| c))
+            .map(|c| c.members(group).map(|r| NodeId(r.id)).collect::<Vec<_>>())
+            .find(|m| !m.is_empty())
+            .unwrap_or_default()
+    }
+
     /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
-    /// dropped as malformed.
+    /// dropped as malformed. Its executions count only for orders of its configuration epoch
+    /// and only if that epoch assigns their (first) partition to its group: votes of different
+    /// groups never add up (docs/protocol.md, "Reconfiguration").
     pub fn on_commit_db(
         &mut self,
         commit_db: &CommitDb,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
-        if commit_db.config_epoch != self.cluster.epoch() {
-            return Err(VoterReject::WrongEpoch);
-        }
-        let member = self
-            .cluster
+        let (cluster, start, end) = self
+            .epoch(commit_db.config_epoch)
+            .ok_or(VoterReject::WrongEpoch)?;
+        let member = cluster
             .members(commit_db.group)
             .any(|r| r.id == commit_db.replica.0);
-        let key = self.cluster.node_key(commit_db.replica).filter(|_| member);
+        let key = cluster.node_key(commit_db.replica).filter(|_| member);
         if !key.is_some_and(|k| commit_db.verify(k)) {
             return Err(VoterReject::NotMember);
         }
+        let assigned = |e: &Execution| {
+            e.order > start
+                && end.is_none_or(|end| e.order <= end)
+                && e.request
+                    .partitions
+                    .first()
+                    .and_then(|&p| cluster.group_of(p))
+                    == Some(commit_db.group)
+        };
+        let misrouted: BTreeSet<u64> = commit_db
+            .executions
+            .iter()
+            .filter(|e| !assigned(e))
+            .map(|e| e.order)
+            .collect();
         let quorum = self.cluster.config.f + 1;
         let mut actions = Vec::new();
         let mut malformed = 0;
         let mut answers = Vec::new();
         for execution in &commit_db.executions {
+            if misrouted.contains(&execution.order) {
+                malformed += 1;
+                continue;
+            }
             // Retransmissions of what is decided or executed are the common case under load:
             // answered (or skipped) before the costlier checks below.
             if let Some(result) = self.recent.get(&execution.order) {
@@ -430,6 +486,80 @@ pub(super) mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A COMMIT-DB of `group`'s members `replicas`, of configuration epoch `epoch`.
+    fn commit_db(epoch: u64, group: u32, replica: u32, executions: &[Execution]) -> CommitDb {
+        CommitDb {
+            config_epoch: proto::ConfigEpoch(epoch),
+            group: GroupId(group),
+            replica: NodeId(replica),
+            executions: executions.to_vec(),
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(NodeId(replica)))
+    }
+
+    /// Votes of the wrong group never decide anything, however many; votes of two groups never
+    /// add up (docs/protocol.md, "Reconfiguration").
+    #[test]
+    fn only_the_group_serving_the_partition_decides() {
+        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
+        let serving = cluster.group_of(0).unwrap().0;
+        let other = 1 - serving;
+        let members = |g: u32| -> Vec<u32> { cluster.members(GroupId(g)).map(|r| r.id).collect() };
+        let mut v = VoterCore::new(
+            cluster.clone(),
+            Arc::new(BytesArePartitions),
+            node_key(NodeId(11)),
+            NodeId(11),
+            vec![0, 0],
+        );
+        let e = [execution(1, &[(0, 1)], &[0])];
+        for replica in members(other) {
+            let (actions, malformed) = v.on_commit_db(&commit_db(1, other, replica, &e)).unwrap();
+            assert!(actions.is_empty());
+            assert_eq!(malformed, 1);
+        }
+        // One vote of the serving group is not f+1 either.
+        let first = members(serving)[0];
+        let (actions, _) = v.on_commit_db(&commit_db(1, serving, first, &e)).unwrap();
+        assert!(batches(&actions).is_empty());
+        let second = members(serving)[1];
+        let (actions, _) = v.on_commit_db(&commit_db(1, serving, second, &e)).unwrap();
+        assert_eq!(batches(&actions), vec![vec![1]]);
+    }
+
+    /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the
+    /// earlier epoch up to the cut, the next one after it; an unknown epoch not at all.
+    #[test]
+    fn each_epoch_decides_only_its_own_orders() {
+        let mut v = voter();
+        let mut next = v.cluster.config.clone();
+        next.config_epoch = 2;
+        next.epoch_start.order = 2;
+        v.reconfigure(Arc::new(Cluster::new(next).unwrap()));
+        let vote = |v: &mut VoterCore, epoch: u64, e: &[Execution]| {
+            let mut decided = Vec::new();
+            let mut malformed = 0;
+            for replica in [101, 102] {
+                let (actions, m) = v.on_commit_db(&commit_db(epoch, 0, replica, e)).unwrap();
+                decided.extend(batches(&actions));
+                malformed += m;
+            }
+            (decided, malformed)
+        };
+        // Order 3 is after the cut: not epoch 1's.
+        let third = [execution(3, &[(0, 2)], &[0])];
+        assert_eq!(vote(&mut v, 1, &third), (vec![], 2));
+        // Order 1 is before it: not epoch 2's, but still epoch 1's.
+        let first = [execution(1, &[(0, 1)], &[0])];
+        assert_eq!(vote(&mut v, 2, &first), (vec![], 2));
+        assert_eq!(vote(&mut v, 1, &first), (vec![vec![1]], 0));
+        assert_eq!(
+            v.on_commit_db(&commit_db(3, 0, 101, &third)).unwrap_err(),
+            VoterReject::WrongEpoch
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ fn book(clients: u64) -> OrderBook {
             request: request(c, 1, &[(c % 4) as u8]),
         })
         .collect();
-    let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
+    let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
     let prepare = Prepare {
         view: View(0),
         config_epoch: ConfigEpoch(1),
@@ -27,6 +27,7 @@ fn book(clients: u64) -> OrderBook {
         ui: usig(NodeId(0)).create_ui(&bytes).unwrap(),
         entries,
         joins: Vec::new(),
+        reconfigure: None,
     };
     let mut book = OrderBook::new(&cluster);
     book.order(&cluster, &BytesArePartitions, &prepare);

@@ -11,13 +11,15 @@
 use crate::checkpoint::{Checkpoints, Point};
 use crate::order::OrderBook;
 use crate::render::Renderer;
-use crate::view::{in_configured_epoch, primary_of, stable, Checker, Cut, Low, Slot};
+use crate::view::{
+    genesis_counter, in_configured_epoch, primary_of, stable, Checker, Cut, Low, Slot,
+};
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, Execution, GroupId, Join,
-    Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState, Reply,
-    ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View, ViewChange, ViewChangeBody,
-    Warranted, CHECKPOINT_INTERVAL,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, EpochClose, Execution,
+    GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState,
+    Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View, ViewChange,
+    ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -86,6 +88,11 @@ pub enum Action {
         to: NodeId,
         state: Box<RecoveryState>,
     },
+    /// Send our EPOCH-CLOSE to every node of the epoch and to the operator (docs/protocol.md,
+    /// "Reconfiguration").
+    SendEpochClose(EpochClose),
+    /// f+1 matching EPOCH-CLOSEs of every group arrived: the epoch ended there.
+    EpochClosed,
 }
 
 /// Why a message was dropped (counted by the driver).
@@ -107,6 +114,8 @@ pub enum Reject {
     AboveWatermark,
     /// A recovery state that does not check out (crate::core::Unusable says why).
     InvalidRecoveryState(Unusable),
+    /// An EPOCH-CLOSE from no replica of the epoch, or with a bad signature.
+    BadEpochClose,
 }
 
 /// Why a recovering replica cannot use a peer's state.
@@ -337,6 +346,20 @@ pub struct ReplicaCore {
     /// When we last sent each recovering member our state: at most once per retry interval,
     /// so a Byzantine member cannot make us send it at will.
     answered: BTreeMap<NodeId, u64>,
+    /// The end of our history we signed an EPOCH-CLOSE for, once the epoch's last PREPARE is
+    /// ordered (a new view's cut may end it again later, with its NEW-VIEW slot).
+    closed_at: Option<u64>,
+    /// The latest EPOCH-CLOSE of every replica of the epoch.
+    closes: BTreeMap<NodeId, EpochClose>,
+    /// f+1 matching EPOCH-CLOSEs of every group, once they arrived, and the order book they
+    /// name if it is ours.
+    certificate: Option<(Vec<EpochClose>, Option<Vec<u8>>)>,
+    /// Our book at each end of history we signed an EPOCH-CLOSE for, by its digest.
+    closing_books: BTreeMap<MessageDigest, Vec<u8>>,
+    /// We told the operator where our USIG sequence stands: we warrant nothing more.
+    frozen: bool,
+    /// The RECONFIGURE that ended the epoch in our history, and the next configuration's shape.
+    reconfiguration: Option<(proto::Reconfigure, proto::config::ClusterConfig)>,
 }
 
 impl ReplicaCore {
@@ -357,17 +380,17 @@ impl ReplicaCore {
         let mut peers = OrderedVerifier::new(directory, DEFAULT_WINDOW);
         // Configured epochs are the only ones followed (docs/protocol.md, "Replica recovery").
         for p in &cluster.config.primaries {
-            pin_epoch(&cluster, &mut primaries, NodeId(p.id));
+            pin_start(&cluster, &mut primaries, NodeId(p.id));
         }
         for r in cluster.members(group) {
-            pin_epoch(&cluster, &mut peers, NodeId(r.id));
+            pin_start(&cluster, &mut peers, NodeId(r.id));
         }
         Some(ReplicaCore {
             book: OrderBook::new(&cluster),
             history: History {
                 base: None,
                 base_slot: 0,
-                base_counter: 0,
+                base_counter: genesis_counter(&cluster),
                 since_base: Vec::new(),
                 chain: chain_start(cluster.epoch()),
                 next_slot: 1,
@@ -417,6 +440,12 @@ impl ReplicaCore {
             discard_warrant: false,
             recoveries: 0,
             answered: BTreeMap::new(),
+            closed_at: None,
+            closes: BTreeMap::new(),
+            certificate: None,
+            closing_books: BTreeMap::new(),
+            frozen: false,
+            reconfiguration: None,
         })
     }
 
@@ -609,7 +638,9 @@ impl ReplicaCore {
     /// A PREPARE in its primary's counter order: ours to order if it is of our view.
     fn delivered_prepare(&mut self, counter: u64, prepare: Prepare) {
         let h = &self.history;
+        // After the epoch's last PREPARE nothing is ordered in this epoch.
         if self.changing_to.is_some()
+            || self.book.is_closed()
             || prepare.view != self.view
             || prepare.primary != self.primary()
             || counter <= h.base_counter
@@ -637,7 +668,9 @@ impl ReplicaCore {
         let prefix = self.history.chain;
         let mine = self.order(&prepare);
         self.passed(slot);
-        if mine.is_empty() {
+        // Every group agrees on the epoch's last PREPARE, so that a view change keeps it
+        // whichever group decided it (docs/protocol.md, "Reconfiguration").
+        if mine.is_empty() && !self.book.is_closed() {
             // Peers' COMMITs for a slot without work for our group (a Byzantine peer's) must not
             // leave an agreement open forever: it would hold back our checkpoints.
             self.agreements.remove(&slot);
@@ -718,7 +751,14 @@ impl ReplicaCore {
                 self.rejoined(join);
             }
         }
+        let was_closed = self.book.is_closed();
         let ordered = self.book.order(&self.cluster, self.rule.as_ref(), prepare);
+        if !was_closed && self.book.is_closed() && self.reconfiguration.is_none() {
+            self.reconfiguration = prepare
+                .reconfigure
+                .as_ref()
+                .and_then(|r| Some(((**r).clone(), r.check(&self.cluster).ok()?)));
+        }
         let mut mine = Vec::new();
         for (g, e) in ordered {
             let client = e.request.client;
@@ -792,9 +832,123 @@ impl ReplicaCore {
     /// Starts warranting our VIEW-CHANGE, a CHECKPOINT that is due, or our next COMMIT if the
     /// USIG is free.
     fn next_warrant(&mut self) -> Vec<Action> {
-        if self.warranting.is_some() || self.recovering.is_some() {
-            return Vec::new();
+        let closing = self.sign_epoch_close();
+        if self.warranting.is_some() || self.recovering.is_some() || self.frozen {
+            return closing.into_iter().collect();
         }
+        let mut actions: Vec<Action> = closing.into_iter().collect();
+        actions.extend(self.next_warrant_now());
+        actions
+    }
+
+    /// Signs our EPOCH-CLOSE once the epoch's last PREPARE is ordered and our history up to its
+    /// end is decided and executed for our group (the checkpoint condition), or again when a
+    /// new view's cut ended it later.
+    fn sign_epoch_close(&mut self) -> Option<Action> {
+        let end = self.history.next_slot - 1;
+        if !self.book.is_closed() || self.closed_at == Some(end) || self.recovering.is_some() {
+            return None;
+        }
+        let cut_from = self.cut_slots.values().min().copied();
+        let done = self.agreements.range(..=end).next().is_none()
+            && self.unreplied.range(..=end).next().is_none()
+            && cut_from.is_none_or(|from| from > end);
+        if !done {
+            return None;
+        }
+        self.closed_at = Some(end);
+        let book = self.book.encode();
+        let digest = MessageDigest::of(&book);
+        self.closing_books.insert(digest, book);
+        let close = EpochClose {
+            replica: self.me,
+            config_epoch: self.cluster.epoch(),
+            view: self.view,
+            slot: end,
+            chain: self.history.chain,
+            book: digest,
+            signature: Signature([0; 64]),
+        }
+        .sign(&self.key);
+        tracing::info!(
+            id = self.me.0,
+            slot = end,
+            "configuration epoch ends here: EPOCH-CLOSE signed"
+        );
+        self.record_close(close.clone());
+        Some(Action::SendEpochClose(close))
+    }
+
+    /// An EPOCH-CLOSE of a replica of the epoch (ours included): kept as its latest, and the
+    /// certificate formed once f+1 of every group match.
+    pub fn on_epoch_close(&mut self, close: EpochClose) -> Result<Vec<Action>, Reject> {
+        let key = self.cluster.node_key(close.replica);
+        let replica = self.cluster.group_of_replica(close.replica).is_some();
+        if close.config_epoch != self.cluster.epoch()
+            || !replica
+            || !key.is_some_and(|k| close.verify(k))
+        {
+            return Err(Reject::BadEpochClose);
+        }
+        Ok(self.record_close(close).into_iter().collect())
+    }
+
+    fn record_close(&mut self, close: EpochClose) -> Option<Action> {
+        self.closes.insert(close.replica, close.clone());
+        if self.certificate.is_some() {
+            return None;
+        }
+        let matching: Vec<EpochClose> = self
+            .closes
+            .values()
+            .filter(|c| c.point() == close.point())
+            .cloned()
+            .collect();
+        proto::reconfig::certified(&self.cluster, &matching).ok()?;
+        let book = self.closing_books.get(&close.book).cloned();
+        tracing::info!(
+            id = self.me.0,
+            slot = close.slot,
+            "configuration epoch closed: f+1 EPOCH-CLOSEs of every group"
+        );
+        self.certificate = Some((matching, book));
+        Some(Action::EpochClosed)
+    }
+
+    /// The certificate of where the epoch ended (f+1 matching EPOCH-CLOSEs of every group) and,
+    /// if our own history ended there, the order book it names.
+    pub fn epoch_certificate(&self) -> Option<&(Vec<EpochClose>, Option<Vec<u8>>)> {
+        self.certificate.as_ref()
+    }
+
+    /// Whether the epoch's last PREPARE is ordered in our history.
+    pub fn is_closing(&self) -> bool {
+        self.book.is_closed()
+    }
+
+    /// The RECONFIGURE that ends the epoch and the next configuration's shape, once we
+    /// processed it.
+    pub fn reconfiguration(&self) -> Option<&(proto::Reconfigure, proto::config::ClusterConfig)> {
+        self.reconfiguration.as_ref()
+    }
+
+    /// Stops warranting anything in this epoch: the operator asked where our USIG sequence
+    /// stands, and the next epoch continues right after our last warrant. Messages warranted
+    /// already still go out.
+    pub fn freeze(&mut self) {
+        self.frozen = true;
+        self.to_warrant.clear();
+        self.checkpoint_due.clear();
+        self.view_change_due = None;
+    }
+
+    /// Whether our USIG is warranting something now (a frozen replica reports its position only
+    /// once that warrant is back).
+    pub fn warrant_in_flight(&self) -> bool {
+        self.warranting.is_some()
+    }
+
+    fn next_warrant_now(&mut self) -> Vec<Action> {
         self.queue_checkpoints();
         if let Some(next_view) = self.view_change_due.take() {
             let body = ViewChangeBody {
@@ -1272,6 +1426,7 @@ impl ReplicaCore {
 
     fn reply(&mut self, request: &Request, result: &[u8]) -> Reply {
         let reply = Reply {
+            config_epoch: self.cluster.epoch(),
             view: self.view,
             group: self.group,
             replica: self.me,
@@ -1743,12 +1898,18 @@ impl ReplicaCore {
             r.asked = now;
             return vec![Action::SendJoin(join), Action::RequestRecovery];
         }
+        if self.frozen {
+            return Vec::new();
+        }
         if self.far_behind() {
             return self.start_over();
         }
-        let mut actions = Vec::new();
+        let mut actions = self.next_warrant();
         let timer = self.timer();
         match self.changing_to {
+            // Requests that reach us after the epoch's last PREPARE wait for the next epoch:
+            // their timers must not ask for view changes.
+            None if self.book.is_closed() => {}
             None => {
                 let expired = self.waiting.values().any(|w| now - w.since >= timer);
                 if expired {
@@ -1850,11 +2011,21 @@ impl ReplicaCore {
 
 /// Makes `verifier` follow only the configured USIG epoch of `node`, if the configuration
 /// names one.
-fn pin_epoch<T>(cluster: &Cluster, verifier: &mut OrderedVerifier<T>, node: NodeId) {
-    if let (Some(usig), Some(epoch)) = (cluster.usig_of(node), cluster.usig_epoch_of(node)) {
-        // A fresh verifier follows any epoch.
-        let _ = verifier.begin_epoch(usig, epoch);
-    }
+/// Follows `node`'s warrants from where the configuration starts them: its USIG epoch, after
+/// its configured start position if the epoch began by an online reconfiguration.
+fn pin_start<T>(cluster: &Cluster, verifier: &mut OrderedVerifier<T>, node: NodeId) {
+    let (Some(usig), Some(epoch)) = (cluster.usig_of(node), cluster.usig_epoch_of(node)) else {
+        return;
+    };
+    let (counter, chain) = cluster.usig_start_of(node);
+    // A fresh verifier follows any epoch, from any position.
+    let _ = if counter == 0 {
+        verifier.begin_epoch(usig, epoch)
+    } else {
+        verifier
+            .resume_at(usig, epoch, counter + 1, chain)
+            .map(drop)
+    };
 }
 
 /// One execution decided at `slot` got its results (or never will).

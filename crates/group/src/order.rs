@@ -23,6 +23,9 @@ pub struct OrderBook {
     /// The incarnation of every replica whose JOIN was ordered (docs/protocol.md, "Replica
     /// recovery"); the others are in their configured first one.
     incarnations: BTreeMap<NodeId, Incarnation>,
+    /// A valid RECONFIGURE was ordered: the configuration epoch ends here and nothing more is
+    /// ordered in it (docs/protocol.md, "Reconfiguration"). Checkpoints certify it with the rest.
+    closed: bool,
 }
 
 impl OrderBook {
@@ -36,8 +39,33 @@ impl OrderBook {
             next_seq: (0..partitions as usize)
                 .map(|p| start.positions.get(p).copied().unwrap_or(0) + 1)
                 .collect(),
-            last_ordered: BTreeMap::new(),
+            last_ordered: start
+                .clients
+                .iter()
+                .map(|&(client, timestamp)| (ClientId(client), timestamp))
+                .collect(),
             incarnations: BTreeMap::new(),
+            closed: false,
+        }
+    }
+
+    /// Whether the epoch's last PREPARE (a valid RECONFIGURE) has been ordered.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Where the next configuration epoch starts if this epoch ends here: the last order, the
+    /// last position of every partition, and the client table (docs/protocol.md,
+    /// "Reconfiguration").
+    pub fn epoch_start(&self) -> proto::config::EpochStart {
+        proto::config::EpochStart {
+            order: self.next_order - 1,
+            positions: self.next_seq.iter().map(|s| s - 1).collect(),
+            clients: self
+                .last_ordered
+                .iter()
+                .map(|(client, &timestamp)| (client.0, timestamp))
+                .collect(),
         }
     }
 
@@ -53,7 +81,7 @@ impl OrderBook {
         let incarnation = join.incarnation();
         let current = self.incarnation(join.replica).unwrap_or(Incarnation {
             epoch: cluster.usig_epoch_of(join.replica).map_or(0, |e| e.0),
-            counter: 0,
+            counter: cluster.usig_start_of(join.replica).0,
         });
         if incarnation <= current || !join.is_valid_in(cluster) {
             return false;
@@ -99,6 +127,9 @@ impl OrderBook {
         prepare: &Prepare,
     ) -> Vec<(GroupId, Execution)> {
         let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
         for entry in &prepare.entries {
             let request = &entry.request;
             let valid = cluster
@@ -110,7 +141,10 @@ impl OrderBook {
                 && self
                     .last_ordered
                     .get(&request.client)
-                    .is_none_or(|&last| request.timestamp > last);
+                    .is_none_or(|&last| request.timestamp > last)
+                // Routed to the group that serves its (first) partition, as database nodes
+                // check too: a Byzantine primary cannot hand a partition to another group.
+                && cluster.group_of(request.partitions[0]) == Some(entry.group);
             if !valid {
                 continue;
             }
@@ -138,6 +172,14 @@ impl OrderBook {
             ));
             self.next_order += 1;
         }
+        // A RECONFIGURE that every correct replica accepts ends the epoch after this PREPARE.
+        if prepare
+            .reconfigure
+            .as_ref()
+            .is_some_and(|r| r.check(cluster).is_ok())
+        {
+            self.closed = true;
+        }
         out
     }
 }
@@ -149,15 +191,29 @@ mod tests {
     use proto::{ConfigEpoch, NodeId, PrepareEntry, View};
     use usig::Usig;
 
-    fn prepare(requests: Vec<Request>) -> Prepare {
-        let entries: Vec<PrepareEntry> = requests
+    /// A PREPARE of the requests, each routed to the group serving its first partition.
+    fn prepare(cluster: &Cluster, requests: Vec<Request>) -> Prepare {
+        let routed = requests
             .into_iter()
-            .map(|request| PrepareEntry {
-                group: GroupId(0),
-                request,
+            .map(|request| {
+                let group = request
+                    .partitions
+                    .first()
+                    .and_then(|&p| cluster.group_of(p))
+                    .unwrap_or(GroupId(0));
+                (group, request)
             })
             .collect();
-        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
+        prepare_routed(routed)
+    }
+
+    fn prepare_routed(routed: Vec<(GroupId, Request)>) -> Prepare {
+        let entries: Vec<PrepareEntry> = routed
+            .into_iter()
+            .map(|(group, request)| PrepareEntry { group, request })
+            .collect();
+        let bytes =
+            Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
         let ui = usig(NodeId(0)).create_ui(&bytes).unwrap();
         Prepare {
             view: View(0),
@@ -165,6 +221,7 @@ mod tests {
             primary: NodeId(0),
             entries,
             joins: Vec::new(),
+            reconfigure: None,
             ui,
         }
     }
@@ -173,12 +230,15 @@ mod tests {
     fn single_partition_positions_are_independent_and_multi_partition_takes_all() {
         let cluster = TestCluster::new(1, 2, 3, 4).cluster;
         let mut book = OrderBook::new(&cluster);
-        let p = prepare(vec![
-            request(1, 1, &[0]),
-            request(2, 1, &[1]),
-            request(3, 1, &[0, 2]),
-            request(4, 1, &[0]),
-        ]);
+        let p = prepare(
+            &cluster,
+            vec![
+                request(1, 1, &[0]),
+                request(2, 1, &[1]),
+                request(3, 1, &[0, 2]),
+                request(4, 1, &[0]),
+            ],
+        );
         let out = book.order(&cluster, &BytesArePartitions, &p);
         let summary: Vec<(u64, Vec<(u32, u64)>)> = out
             .iter()
@@ -203,19 +263,40 @@ mod tests {
         forged.timestamp = 3;
         let lying = Request::signed(ClientId(2), 1, vec![0], vec![1], &client_key(ClientId(2)));
         let unknown_partition = request(3, 1, &[5]);
-        let p = prepare(vec![
-            request(1, 1, &[0]),
-            request(1, 1, &[0]),
-            forged,
-            lying,
-            unknown_partition,
-            request(4, 1, &[1]),
-        ]);
+        let p = prepare(
+            &cluster,
+            vec![
+                request(1, 1, &[0]),
+                request(1, 1, &[0]),
+                forged,
+                lying,
+                unknown_partition,
+                request(4, 1, &[1]),
+            ],
+        );
         let out = book.order(&cluster, &BytesArePartitions, &p);
         let orders: Vec<(u64, ClientId)> = out
             .iter()
             .map(|(_, e)| (e.order, e.request.client))
             .collect();
         assert_eq!(orders, vec![(1, ClientId(1)), (2, ClientId(4))]);
+    }
+
+    /// A Byzantine primary cannot hand a partition to another group: the entry gets no order,
+    /// at every correct replica alike.
+    #[test]
+    fn entries_routed_to_another_group_get_no_order() {
+        let cluster = TestCluster::new(1, 2, 4, 4).cluster;
+        let serving = cluster.group_of(1).unwrap();
+        let other = GroupId(1 - serving.0);
+        let mut book = OrderBook::new(&cluster);
+        let p = prepare_routed(vec![
+            (other, request(1, 1, &[1])),
+            (serving, request(2, 1, &[1])),
+        ]);
+        let out = book.order(&cluster, &BytesArePartitions, &p);
+        let ordered: Vec<(GroupId, ClientId)> =
+            out.iter().map(|(g, e)| (*g, e.request.client)).collect();
+        assert_eq!(ordered, vec![(serving, ClientId(2))]);
     }
 }

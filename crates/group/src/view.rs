@@ -71,6 +71,13 @@ pub fn primary_of(cluster: &Cluster, view: View) -> NodeId {
     NodeId(candidates[(view.0 % candidates.len() as u64) as usize].id)
 }
 
+/// The warrant counter view 0's history starts after: view 0's primary's configured start (0
+/// unless the epoch began by an online reconfiguration, docs/protocol.md, "Reconfiguration").
+/// Its PREPARE with counter c takes slot `c - genesis_counter`.
+pub fn genesis_counter(cluster: &Cluster) -> u64 {
+    cluster.usig_start_of(primary_of(cluster, View(0))).0
+}
+
 /// The running digests of the slots after `start`: element i vouches for the first i of them.
 pub fn chains(start: MessageDigest, slots: &[Slot]) -> Vec<MessageDigest> {
     let mut out = Vec::with_capacity(slots.len() + 1);
@@ -187,7 +194,10 @@ impl Checker {
         let joined = low.book(&cluster).incarnation(vc.replica);
         let (in_incarnation, after) = match joined {
             Some(i) => (vc.ui.epoch.0 == i.epoch, i.counter),
-            None => (in_configured_epoch(&cluster, vc.replica, &vc.ui), 0),
+            None => (
+                in_configured_epoch(&cluster, vc.replica, &vc.ui),
+                cluster.usig_start_of(vc.replica).0,
+            ),
         };
         if !in_incarnation {
             return Err(Invalid::Incarnation);
@@ -229,7 +239,7 @@ impl Checker {
                 .map_err(|_| Invalid::Warrant)?;
         }
         let (lineage, base_counter, base_slot, mut slots) = match &vc.body.base {
-            None => (Lineage::GENESIS, 0, 0, Vec::new()),
+            None => (Lineage::GENESIS, genesis_counter(&cluster), 0, Vec::new()),
             Some(bytes) => {
                 let nv = NewView::decode(bytes).ok_or(Invalid::Base)?;
                 if nv.view >= vc.next_view || depth + 1 > MAX_NESTED_VIEWS {
@@ -511,13 +521,15 @@ mod tests {
                     request: request(1, ts, &[0]),
                 }];
                 let epoch = proto::ConfigEpoch(1);
-                let bytes = Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries, &[]);
+                let bytes =
+                    Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries, &[], None);
                 Prepare {
                     view: View(0),
                     config_epoch: epoch,
                     primary: NodeId(0),
                     entries,
                     joins: Vec::new(),
+                    reconfigure: None,
                     ui: primary.create_ui(&bytes).unwrap(),
                 }
             })

@@ -7,6 +7,7 @@
 //! snapshot, streams its rows as signed STATE-CHUNKs, signs its digest, and installs.
 
 use crate::app::AppKind;
+use crate::epoch::Epochs;
 use crate::metrics::{self, Metrics};
 use crate::peers::Peers;
 use crate::{NodeError, NodeOptions, Started};
@@ -85,7 +86,7 @@ async fn run_app<A: Application>(
     app: A,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), NodeError> {
-    let cluster = options.node.cluster.clone();
+    let mut cluster = options.node.cluster.clone();
     let me = options.node.id;
     let configured = cluster
         .config
@@ -122,10 +123,12 @@ async fn run_app<A: Application>(
     let key = Arc::new(options.node.key()?);
     let Started {
         metrics,
-        peers,
+        mut peers,
         mut inbound,
     } = options.node.start().await?;
+    let mut epochs = Epochs::new(options.node.config_path.clone(), &cluster);
     metrics.highest_order.set(progress.highest_order);
+    metrics.config_epoch.set(cluster.epoch().0);
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
     let (transfers, mut transferred) = mpsc::unbounded_channel::<Transfer>();
     // When the transfer in progress sent its first STATE-REQUEST.
@@ -135,7 +138,43 @@ async fn run_app<A: Application>(
     loop {
         let actions = tokio::select! {
             _ = &mut shutdown => break,
-            Some(inbound) = inbound.recv() => on_frame(&mut voter, &metrics, &inbound.frame),
+            Some(inbound) = inbound.recv() => {
+                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+                match message {
+                    Message::Configure(configure) => {
+                        let node = (&peers, me, key.as_ref());
+                        match epochs.on_configure(node, &cluster, None, &configure) {
+                            None => {}
+                            Some(Ok(next)) => {
+                                tracing::info!(
+                                    id = me.0,
+                                    epoch = next.epoch().0,
+                                    after = next.config.epoch_start.order,
+                                    "configuration epoch {} starts after global order {}",
+                                    next.epoch().0,
+                                    next.config.epoch_start.order
+                                );
+                                peers.update(&next)?;
+                                voter.reconfigure(next.clone());
+                                metrics.config_epoch.set(next.epoch().0);
+                                cluster = next;
+                            }
+                            Some(Err(e)) => {
+                                tracing::debug!(id = me.0, error = %e, "CONFIGURE refused");
+                                metrics.reject("bad_configure");
+                            }
+                        }
+                        Vec::new()
+                    }
+                    Message::ConfigRequest(request) => {
+                        if !epochs.answer(&peers, &cluster, &request) {
+                            metrics.reject("bad_config_request");
+                        }
+                        Vec::new()
+                    }
+                    message => on_message(&mut voter, &metrics, message, inbound.frame.len()),
+                }
+            }
             Some((batch, result)) = finished.recv() => match result {
                 Ok((results, took)) => {
                     Metrics::observe(&metrics.execution_seconds, took);
@@ -210,7 +249,7 @@ async fn run_app<A: Application>(
                 }
                 VoterAction::Reply { group, reply } => {
                     metrics.replies.inc();
-                    let members = cluster.members(group).map(|r| NodeId(r.id));
+                    let members = voter.members_of(group);
                     peers.to_nodes(members, &Message::ReplyCommitDb(reply));
                 }
                 VoterAction::ToDbNodes { to, message } => {
@@ -447,10 +486,12 @@ fn spawn_install<A: Application>(
     });
 }
 
-fn on_frame(voter: &mut VoterCore, metrics: &Metrics, frame: &[u8]) -> Vec<VoterAction> {
-    let Some(message) = metrics.decode(frame) else {
-        return Vec::new();
-    };
+fn on_message(
+    voter: &mut VoterCore,
+    metrics: &Metrics,
+    message: Message,
+    frame_len: usize,
+) -> Vec<VoterAction> {
     let (result, what) = match message {
         Message::CommitDb(commit_db) => match voter.on_commit_db(&commit_db) {
             Ok((actions, malformed)) => {
@@ -468,7 +509,7 @@ fn on_frame(voter: &mut VoterCore, metrics: &Metrics, frame: &[u8]) -> Vec<Voter
             let result = voter.on_state_chunk(chunk);
             if result.is_ok() {
                 metrics.state_rows_received.inc_by(rows);
-                metrics.state_bytes_received.inc_by(frame.len() as u64);
+                metrics.state_bytes_received.inc_by(frame_len as u64);
             }
             (result, "state_chunk")
         }

@@ -8,6 +8,7 @@
 //! fetch requests, here); anything malformed is counted and dropped.
 //!
 //! - [`app`]: the cluster's application (partition rule, pages, transaction programs);
+//! - [`epoch`]: what every driver does at an online reconfiguration;
 //! - [`peers`]: the configured addresses and the node's outbound side;
 //! - [`usig`]: the USIG on a blocking thread;
 //! - [`metrics`]: what every role counts;
@@ -16,6 +17,7 @@
 
 pub mod app;
 pub mod dbnode;
+pub mod epoch;
 pub mod metrics;
 pub mod page;
 pub mod peers;
@@ -66,6 +68,9 @@ pub struct NodeOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// Timer period: retransmission, fetches of lost messages, metrics refresh.
     pub tick: Duration,
+    /// The configuration file the node runs (rewritten when an online reconfiguration starts a
+    /// new epoch); none in tests.
+    pub config_path: Option<PathBuf>,
 }
 
 /// What every driver starts with: its metrics (already served) and its transport.

@@ -66,6 +66,11 @@ pub struct Metrics {
     /// Requests waiting for the primary's next batch (one per client), and the most that may.
     pub admission_waiting: Gauge<u64, AtomicU64>,
     pub admission_capacity: Gauge<u64, AtomicU64>,
+    /// 1 once f+1 EPOCH-CLOSEs of every group certify the end of this configuration epoch
+    /// (replica; docs/protocol.md, "Reconfiguration").
+    pub epoch_closed: Gauge<u64, AtomicU64>,
+    /// The configuration epoch the node runs.
+    pub config_epoch: Gauge<u64, AtomicU64>,
     /// Pages waiting for a page worker, and workers busy (replica; see crate::page).
     pub pages_queued: Gauge<u64, AtomicU64>,
     pub page_workers_busy: Gauge<u64, AtomicU64>,
@@ -106,6 +111,8 @@ impl Metrics {
             recoveries: Counter::default(),
             admission_waiting: Gauge::default(),
             admission_capacity: Gauge::default(),
+            epoch_closed: Gauge::default(),
+            config_epoch: Gauge::default(),
             pages_queued: Gauge::default(),
             page_workers_busy: Gauge::default(),
             transport: TransportMetrics::register(registry),
@@ -213,6 +220,16 @@ impl Metrics {
             m.admission_capacity.clone(),
         );
         r.register(
+            "epoch_closed",
+            "1 once this configuration epoch's end is certified (an online reconfiguration)",
+            m.epoch_closed.clone(),
+        );
+        r.register(
+            "config_epoch",
+            "The configuration epoch this node runs",
+            m.config_epoch.clone(),
+        );
+        r.register(
             "pages_queued",
             "Pages waiting for a page worker (the page-generation stage)",
             m.pages_queued.clone(),
@@ -297,6 +314,13 @@ pub fn kind(message: &proto::Message) -> &'static str {
         Join(_) => "join",
         RecoveryRequest(_) => "recovery_request",
         RecoveryState(_) => "recovery_state",
+        Reconfigure(_) => "reconfigure",
+        EpochClose(_) => "epoch_close",
+        Configure(_) => "configure",
+        PositionRequest(_) => "position_request",
+        PositionReport(_) => "position_report",
+        ConfigRequest(_) => "config_request",
+        EpochStarted(_) => "epoch_started",
     }
 }
 

@@ -23,30 +23,38 @@ fn parse(field: String, addr: &str) -> Result<SocketAddr, NodeError> {
     })
 }
 
+type Addresses = (BTreeMap<NodeId, SocketAddr>, BTreeMap<ClientId, SocketAddr>);
+
+/// Every configured node's and client's address.
+fn addresses(cluster: &Cluster) -> Result<Addresses, NodeError> {
+    let c = &cluster.config;
+    let mut nodes = BTreeMap::new();
+    let listed = c
+        .primaries
+        .iter()
+        .map(|p| ("primary", p.id, &p.addr))
+        .chain(c.replicas.iter().map(|r| ("replica", r.id, &r.addr)))
+        .chain(c.db_nodes.iter().map(|d| ("dbnode", d.id, &d.addr)));
+    for (role, id, addr) in listed {
+        nodes.insert(NodeId(id), parse(format!("{role} {id}.addr"), addr)?);
+    }
+    let mut clients = BTreeMap::new();
+    for client in &c.clients {
+        clients.insert(
+            ClientId(client.id),
+            parse(format!("client {}.addr", client.id), &client.addr)?,
+        );
+    }
+    Ok((nodes, clients))
+}
+
 impl Peers {
     /// Parses every address and binds `me`'s listen address.
     pub async fn bind(
         cluster: &Cluster,
         me: NodeId,
     ) -> Result<(Peers, mpsc::Receiver<Inbound>), NodeError> {
-        let c = &cluster.config;
-        let mut nodes = BTreeMap::new();
-        let listed = c
-            .primaries
-            .iter()
-            .map(|p| ("primary", p.id, &p.addr))
-            .chain(c.replicas.iter().map(|r| ("replica", r.id, &r.addr)))
-            .chain(c.db_nodes.iter().map(|d| ("dbnode", d.id, &d.addr)));
-        for (role, id, addr) in listed {
-            nodes.insert(NodeId(id), parse(format!("{role} {id}.addr"), addr)?);
-        }
-        let mut clients = BTreeMap::new();
-        for client in &c.clients {
-            clients.insert(
-                ClientId(client.id),
-                parse(format!("client {}.addr", client.id), &client.addr)?,
-            );
-        }
+        let (nodes, clients) = addresses(cluster)?;
         let listen = *nodes.get(&me).ok_or(NodeError::UnknownNode(me.0))?;
         let (transport, inbound) = Transport::bind(listen, TransportConfig::default())
             .await
@@ -102,6 +110,21 @@ impl Peers {
 
     pub fn transport(&self) -> &Transport {
         &self.transport
+    }
+
+    /// The addresses of a new configuration epoch (nodes added, removed or moved).
+    pub fn update(&mut self, cluster: &Cluster) -> Result<(), NodeError> {
+        (self.nodes, self.clients) = addresses(cluster)?;
+        Ok(())
+    }
+
+    /// Sends to an address the operator named in a message it signed (its own listen address
+    /// during a reconfiguration); an address that does not parse gets nothing.
+    pub fn to_addr(&self, addr: &str, message: &Message) {
+        match addr.parse::<SocketAddr>() {
+            Ok(addr) => self.transport.send(addr, Envelope::encode(message)),
+            Err(_) => tracing::warn!(addr, "the operator's address does not parse"),
+        }
     }
 
     /// Stops the transport.

@@ -1,16 +1,19 @@
 //! The primary's driver: admits client requests, has each batch warranted by its USIG and
-//! broadcasts the PREPAREs to every group replica; answers replicas' fetches of lost PREPAREs.
+//! broadcasts the PREPAREs to every group replica; answers replicas' fetches of lost PREPAREs;
+//! orders the operator's RECONFIGURE and starts the next configuration epoch on its CONFIGURE.
 
 use crate::app::AppKind;
+use crate::epoch::Epochs;
 use crate::metrics::{self, Metrics};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
 use primary::core::{Action, PrimaryCore, Rejection};
-use proto::config::Cluster;
+use proto::config::{Cluster, ClusterConfig};
 use proto::{FetchPrepares, Message, NodeId, Proposal, View};
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// At most this many PREPAREs answer one fetch (a replica further behind asks again).
 const MAX_FETCH: u64 = 256;
@@ -30,29 +33,30 @@ pub async fn run(
     options: PrimaryOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), NodeError> {
-    let cluster = options.node.cluster.clone();
+    let mut cluster = options.node.cluster.clone();
     let me = options.node.id;
     let usig = options.node.usig(&cluster.config.primaries)?;
     let app = AppKind::of(&cluster)?;
+    let key = options.node.key()?;
     let Started {
         metrics,
-        peers,
+        mut peers,
         mut inbound,
     } = options.node.start().await?;
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
-    let mut core = PrimaryCore::new(
-        cluster.clone(),
-        app.rule(),
-        me,
-        View(0),
-        options.max_batch.max(1),
-    );
-    let replicas: Vec<NodeId> = cluster
-        .config
-        .replicas
-        .iter()
-        .map(|r| NodeId(r.id))
-        .collect();
+    let new_core = |cluster: &Arc<Cluster>| {
+        PrimaryCore::new(
+            cluster.clone(),
+            app.rule(),
+            me,
+            View(0),
+            options.max_batch.max(1),
+        )
+    };
+    let mut core = new_core(&cluster);
+    let mut epochs = Epochs::new(options.node.config_path.clone(), &cluster);
+    // The next configuration's shape, from a valid RECONFIGURE of this epoch.
+    let mut shape: Option<ClusterConfig> = None;
     let mut tick = tokio::time::interval(options.node.tick);
     tracing::info!(id = me.0, max_batch = options.max_batch, "primary running");
     tokio::pin!(shutdown);
@@ -60,7 +64,57 @@ pub async fn run(
         let actions = tokio::select! {
             _ = &mut shutdown => break,
             Some(inbound) = inbound.recv() => {
-                on_frame(&mut core, &cluster, &peers, &metrics, &inbound.frame)
+                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+                match message {
+                    Message::Reconfigure(r) => on_reconfigure(&mut core, &metrics, &mut shape, r),
+                    Message::PositionRequest(request) => {
+                        if epochs.position_request(&cluster, request) {
+                            core.freeze();
+                        } else {
+                            metrics.reject("bad_position_request");
+                        }
+                        Vec::new()
+                    }
+                    Message::Configure(configure) => {
+                        let node = (&peers, me, &key);
+                        match epochs.on_configure(node, &cluster, shape.as_ref(), &configure) {
+                            None => Vec::new(),
+                            Some(Ok(next)) => {
+                                let pending = core.take_pending();
+                                tracing::info!(
+                                    id = me.0,
+                                    epoch = next.epoch().0,
+                                    held = pending.len(),
+                                    "configuration epoch {} starts: {} requests held for it",
+                                    next.epoch().0,
+                                    pending.len()
+                                );
+                                cluster = next;
+                                peers.update(&cluster)?;
+                                metrics.config_epoch.set(cluster.epoch().0);
+                                core = new_core(&cluster);
+                                shape = None;
+                                pending
+                                    .into_iter()
+                                    .filter_map(|r| core.on_request(r).ok())
+                                    .flatten()
+                                    .collect()
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(id = me.0, error = %e, "CONFIGURE refused");
+                                metrics.reject("bad_configure");
+                                Vec::new()
+                            }
+                        }
+                    }
+                    Message::ConfigRequest(request) => {
+                        if !epochs.answer(&peers, &cluster, &request) {
+                            metrics.reject("bad_config_request");
+                        }
+                        Vec::new()
+                    }
+                    message => on_message(&mut core, &cluster, &peers, &metrics, message),
+                }
             }
             Some(result) = warranted.recv() => core.warranted(result?),
             _ = tick.tick() => {
@@ -69,6 +123,7 @@ pub async fn run(
                 core.on_tick()
             }
         };
+        let replicas = cluster.config.replicas.iter().map(|r| NodeId(r.id));
         for action in actions {
             match action {
                 Action::Warrant { bytes } => usig.warrant(bytes),
@@ -76,12 +131,23 @@ pub async fn run(
                     if let Proposal::Prepare(prepare) = &proposal {
                         metrics.batches.inc();
                         metrics.batch_size.observe(prepare.entries.len() as f64);
+                        if prepare.reconfigure.is_some() {
+                            tracing::info!(
+                                id = me.0,
+                                counter = prepare.ui.counter,
+                                "RECONFIGURE ordered: the configuration epoch's last PREPARE"
+                            );
+                        }
                     } else {
                         tracing::info!(id = me.0, view = core.view().0, "new view: primary now");
                     }
-                    peers.to_nodes(replicas.iter().copied(), &proposal.into_message());
+                    peers.to_nodes(replicas.clone(), &proposal.into_message());
                 }
             }
+        }
+        // Frozen for the operator: answer once the warrant in flight (if any) is made.
+        if epochs.asked.is_some() && !usig.busy() {
+            epochs.report(&peers, me, &cluster, &key, usig.last(), None);
         }
     }
     tracing::info!(id = me.0, "primary stopping");
@@ -89,16 +155,35 @@ pub async fn run(
     Ok(())
 }
 
-fn on_frame(
+/// The operator's RECONFIGURE: remembered as the next shape once valid, ordered if we are the
+/// primary; a refused one is logged with the reason (the operator's command shows it too).
+fn on_reconfigure(
+    core: &mut PrimaryCore,
+    metrics: &Metrics,
+    shape: &mut Option<ClusterConfig>,
+    reconfigure: proto::Reconfigure,
+) -> Vec<Action> {
+    let next = reconfigure.next.clone();
+    match core.on_reconfigure(reconfigure) {
+        Ok(actions) => {
+            *shape = toml::from_str(&next).ok();
+            actions
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "RECONFIGURE refused");
+            metrics.reject("bad_reconfigure");
+            Vec::new()
+        }
+    }
+}
+
+fn on_message(
     core: &mut PrimaryCore,
     cluster: &Cluster,
     peers: &Peers,
     metrics: &Metrics,
-    frame: &[u8],
+    message: Message,
 ) -> Vec<Action> {
-    let Some(message) = metrics.decode(frame) else {
-        return Vec::new();
-    };
     let result = match message {
         Message::Request(request) => core.on_request(request).inspect(|_| {
             metrics.requests.inc();
@@ -120,7 +205,8 @@ fn on_frame(
             Vec::new()
         })),
         // Replicas tell candidates too; the VIEW-CHANGEs that follow are what counts here.
-        Message::ReqViewChange(_) => Ok(Vec::new()),
+        // EPOCH-CLOSEs matter to replicas and the operator.
+        Message::ReqViewChange(_) | Message::EpochClose(_) => Ok(Vec::new()),
         other => {
             metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
             Ok(Vec::new())

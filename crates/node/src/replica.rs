@@ -3,6 +3,7 @@
 //! everything else), COMMIT-DBs to the database nodes and REPLYs to clients.
 
 use crate::app::AppKind;
+use crate::epoch::Epochs;
 use crate::metrics::{self, Metrics};
 use crate::page::{PageMode, PageStage};
 use crate::peers::Peers;
@@ -11,10 +12,13 @@ use crate::{NodeError, NodeOptions, Started};
 use group::core::{Action, Reject, ReplicaCore};
 use group::log::Segments;
 use proto::config::Cluster;
-use proto::{FetchCommits, FetchPrepares, Message, NodeId, Proposal, RecoveryRequest, Signature};
+use proto::{
+    FetchCommits, FetchPrepares, GroupId, Message, NodeId, Proposal, RecoveryRequest, Signature,
+};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -31,6 +35,10 @@ pub struct ReplicaOptions {
     pub page_delay: Duration,
     pub page_workers: usize,
     pub page_mode: PageMode,
+    /// Started for a configuration epoch that has not begun (its configuration file is that
+    /// epoch's shape): wait for the operator's CONFIGURE of it (docs/protocol.md,
+    /// "Reconfiguration").
+    pub await_epoch: bool,
 }
 
 /// Decisions written and synced by the log thread: their slots and the sync time.
@@ -108,76 +116,186 @@ fn view_timeout_ticks(tick: Duration) -> u64 {
     (VIEW_TIMEOUT.as_millis() / tick.as_millis().max(1)) as u64
 }
 
-/// Runs the replica until `shutdown` completes.
+/// Who a replica talks to in one configuration epoch.
+struct Roles {
+    /// The other members of our group (COMMITs, recovery).
+    mates: Vec<NodeId>,
+    db_nodes: Vec<NodeId>,
+    candidates: Vec<NodeId>,
+    /// Every other replica (CHECKPOINTs, EPOCH-CLOSEs).
+    replicas: Vec<NodeId>,
+    /// Every other replica and every candidate (REQ-VIEW-CHANGEs, EPOCH-CLOSEs).
+    everyone: Vec<NodeId>,
+}
+
+impl Roles {
+    fn of(cluster: &Cluster, me: NodeId, group: GroupId) -> Roles {
+        let ids = |it: &mut dyn Iterator<Item = u32>| it.map(NodeId).collect::<Vec<_>>();
+        let c = &cluster.config;
+        let mates = ids(&mut cluster
+            .members(group)
+            .map(|r| r.id)
+            .filter(|&id| id != me.0));
+        let db_nodes = ids(&mut c.db_nodes.iter().map(|d| d.id));
+        let candidates = ids(&mut c.primaries.iter().map(|p| p.id));
+        let replicas = ids(&mut c.replicas.iter().map(|r| r.id).filter(|&id| id != me.0));
+        let everyone = replicas.iter().chain(&candidates).copied().collect();
+        Roles {
+            mates,
+            db_nodes,
+            candidates,
+            replicas,
+            everyone,
+        }
+    }
+}
+
+/// What a replica runs in one configuration epoch: the core, the epoch's decision log and who
+/// it talks to.
+struct InEpoch {
+    cluster: Arc<Cluster>,
+    core: ReplicaCore,
+    append: Appender,
+    synced: mpsc::UnboundedReceiver<Synced>,
+    roles: Roles,
+    /// The latest stable checkpoint's slot (decisions up to it may leave the disk).
+    stable: u64,
+}
+
+impl InEpoch {
+    /// Starts `cluster`'s epoch: a fresh core from the configuration (its order book and
+    /// where every USIG sequence starts) and the epoch's decision log. The first actions are
+    /// the recovery's if an earlier run of this epoch used the data directory, or if the epoch
+    /// began without knowing where our sequence stood.
+    fn start(
+        options: &ReplicaOptions,
+        cluster: Arc<Cluster>,
+        app: &AppKind,
+        key: &proto::SigningKey,
+    ) -> Result<(InEpoch, Vec<Action>), NodeError> {
+        let me = options.node.id;
+        let mut core = ReplicaCore::new(
+            cluster.clone(),
+            app.rule(),
+            app.renderer(),
+            proto::SigningKey::from_seed(*key.seed()),
+            me,
+            view_timeout_ticks(options.node.tick),
+        )
+        .ok_or(NodeError::UnknownNode(me.0))?;
+        let (append, synced, restarted) =
+            start_log(&options.data_dir, cluster.config.config_epoch)?;
+        let mut first = Vec::new();
+        if restarted || cluster.rejoins(me) {
+            tracing::warn!(
+                id = me.0,
+                "an earlier run of this configuration epoch used this data directory, or the                  epoch began without our position: rejoining the group (JOIN, then state from a                  peer)"
+            );
+            first = core.recover();
+        }
+        let roles = Roles::of(&cluster, me, core.group());
+        tracing::info!(
+            id = me.0,
+            group = core.group().0,
+            epoch = cluster.epoch().0,
+            "replica running"
+        );
+        Ok((
+            InEpoch {
+                cluster,
+                core,
+                append,
+                synced,
+                roles,
+                stable: 0,
+            },
+            first,
+        ))
+    }
+}
+
+/// Waits for the operator's CONFIGURE of the epoch this replica was started for (`cloudbft
+/// replica --await-epoch`), checked against the shape it was started with.
+async fn await_configure(
+    (peers, me, key): (&Peers, NodeId, &proto::SigningKey),
+    shape: &Arc<Cluster>,
+    epochs: &mut Epochs,
+    metrics: &Metrics,
+    inbound: &mut mpsc::Receiver<net::Inbound>,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Option<Arc<Cluster>> {
+    tracing::info!(
+        epoch = shape.epoch().0,
+        "waiting for the operator's CONFIGURE of configuration epoch {}",
+        shape.epoch().0
+    );
+    loop {
+        tokio::select! {
+            _ = shutdown.as_mut() => return None,
+            Some(frame) = inbound.recv() => {
+                let Some(Message::Configure(configure)) = metrics.decode(&frame.frame) else {
+                    continue;
+                };
+                match epochs.on_configure_as_newcomer((peers, me, key), shape, &configure) {
+                    Ok(cluster) => return Some(cluster),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "CONFIGURE refused");
+                        metrics.reject("bad_configure");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the replica until `shutdown` completes, or until a configuration epoch starts without
+/// it (it was removed).
 pub async fn run(
     options: ReplicaOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), NodeError> {
-    let cluster = options.node.cluster.clone();
     let me = options.node.id;
-    let usig = options.node.usig(&cluster.config.replicas)?;
-    let app = AppKind::of(&cluster)?;
+    let shape = options.node.cluster.clone();
+    let usig = options.node.usig(&shape.config.replicas)?;
+    let app = AppKind::of(&shape)?;
     let key = options.node.key()?;
-    let mut core = ReplicaCore::new(
-        cluster.clone(),
-        app.rule(),
-        app.renderer(),
-        proto::SigningKey::from_seed(*key.seed()),
-        me,
-        view_timeout_ticks(options.node.tick),
-    )
-    .ok_or(NodeError::UnknownNode(me.0))?;
-    let (append, mut synced, restarted) =
-        start_log(&options.data_dir, cluster.config.config_epoch)?;
     let Started {
         metrics,
-        peers,
+        mut peers,
         mut inbound,
     } = options.node.start().await?;
+    let mut epochs = Epochs::new(options.node.config_path.clone(), &shape);
+    tokio::pin!(shutdown);
+    let cluster = if options.await_epoch {
+        let node = (&peers, me, &key);
+        match await_configure(
+            node,
+            &shape,
+            &mut epochs,
+            &metrics,
+            &mut inbound,
+            &mut shutdown,
+        )
+        .await
+        {
+            Some(cluster) => {
+                peers.update(&cluster)?;
+                cluster
+            }
+            None => {
+                peers.shutdown().await;
+                return Ok(());
+            }
+        }
+    } else {
+        shape
+    };
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
-    let group = core.group();
-    let mates: Vec<NodeId> = cluster
-        .members(group)
-        .map(|r| NodeId(r.id))
-        .filter(|&id| id != me)
-        .collect();
-    let db_nodes: Vec<NodeId> = cluster
-        .config
-        .db_nodes
-        .iter()
-        .map(|d| NodeId(d.id))
-        .collect();
-    let candidates: Vec<NodeId> = cluster
-        .config
-        .primaries
-        .iter()
-        .map(|p| NodeId(p.id))
-        .collect();
-    // Every other replica (CHECKPOINTs), and every candidate too (REQ-VIEW-CHANGEs).
-    let replicas: Vec<NodeId> = cluster
-        .config
-        .replicas
-        .iter()
-        .map(|r| NodeId(r.id))
-        .filter(|&id| id != me)
-        .collect();
-    let everyone: Vec<NodeId> = replicas.iter().chain(&candidates).copied().collect();
+    let (mut e, mut first) = InEpoch::start(&options, cluster, &app, &key)?;
     // When each order's decision became durable, for the decision-to-reply latency.
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
-    let mut stable = 0;
     let mut tick = tokio::time::interval(options.node.tick);
     let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode);
-    tracing::info!(id = me.0, group = group.0, "replica running");
-    let mut first = Vec::new();
-    if restarted {
-        tracing::warn!(
-            id = me.0,
-            "an earlier run of this configuration epoch used this data directory: rejoining \
-             the group (JOIN, then state from a peer)"
-        );
-        first = core.recover();
-    }
-    tokio::pin!(shutdown);
     loop {
         let actions = if !first.is_empty() {
             std::mem::take(&mut first)
@@ -185,16 +303,61 @@ pub async fn run(
             tokio::select! {
             _ = &mut shutdown => break,
             Some(inbound) = inbound.recv() => {
-                on_frame(&mut core, &cluster, &metrics, &inbound.frame)
+                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+                match message {
+                    Message::Configure(configure) => {
+                        let shape = e.core.reconfiguration().map(|(_, next)| next);
+                        let node = (&peers, me, &key);
+                        match epochs.on_configure(node, &e.cluster, shape, &configure) {
+                            None => Vec::new(),
+                            Some(Ok(next)) => {
+                                if next.group_of_replica(me).is_none() {
+                                    tracing::info!(
+                                        id = me.0,
+                                        epoch = next.epoch().0,
+                                        "removed from the configuration at epoch {}: our work \
+                                         in the previous epoch is done, stopping",
+                                        next.epoch().0
+                                    );
+                                    break;
+                                }
+                                peers.update(&next)?;
+                                metrics.epoch_closed.set(0);
+                                (e, first) = InEpoch::start(&options, next, &app, &key)?;
+                                continue;
+                            }
+                            Some(Err(err)) => {
+                                tracing::debug!(id = me.0, error = %err, "CONFIGURE refused");
+                                metrics.reject("bad_configure");
+                                Vec::new()
+                            }
+                        }
+                    }
+                    Message::PositionRequest(request) => {
+                        if epochs.position_request(&e.cluster, request) {
+                            e.core.freeze();
+                        } else {
+                            metrics.reject("bad_position_request");
+                        }
+                        Vec::new()
+                    }
+                    Message::ConfigRequest(request) => {
+                        if !epochs.answer(&peers, &e.cluster, &request) {
+                            metrics.reject("bad_config_request");
+                        }
+                        Vec::new()
+                    }
+                    message => on_message(&mut e.core, &e.cluster, &metrics, message),
+                }
             }
-            Some(result) = warranted.recv() => core.warranted(result?),
-            Some(result) = synced.recv() => {
+            Some(result) = warranted.recv() => e.core.warranted(result?),
+            Some(result) = e.synced.recv() => {
                 let (slots, took) = result?;
                 Metrics::observe(&metrics.persist_seconds, took);
                 let mut actions = Vec::new();
                 for slot in slots {
                     metrics.commits.inc();
-                    actions.extend(core.persisted(slot));
+                    actions.extend(e.core.persisted(slot));
                 }
                 actions
             }
@@ -202,10 +365,11 @@ pub async fn run(
                 metrics.transport.update(peers.transport());
                 metrics.pages_queued.set(pages.queued() as u64);
                 metrics.page_workers_busy.set(pages.busy() as u64);
-                core.on_tick()
+                e.core.on_tick()
             }
             }
         };
+        let (core, roles) = (&mut e.core, &e.roles);
         for action in actions {
             match action {
                 Action::Warrant { bytes } => usig.warrant(bytes),
@@ -213,7 +377,7 @@ pub async fn run(
                     let m = Message::Commit(*commit);
                     match to {
                         Some(peer) => peers.to_node(peer, &m),
-                        None => peers.to_nodes(mates.iter().copied(), &m),
+                        None => peers.to_nodes(roles.mates.iter().copied(), &m),
                     }
                 }
                 Action::FetchPrepares { from, counters } => {
@@ -234,7 +398,8 @@ pub async fn run(
                         Some(peer) => peers.to_node(peer, &m),
                         None => {
                             tracing::warn!(id = me.0, "view change: VIEW-CHANGE sent");
-                            peers.to_nodes(mates.iter().chain(&candidates).copied(), &m)
+                            let to = roles.mates.iter().chain(&roles.candidates).copied();
+                            peers.to_nodes(to, &m)
                         }
                     }
                 }
@@ -242,7 +407,7 @@ pub async fn run(
                     let m = Message::Checkpoint(checkpoint);
                     match to {
                         Some(peer) => peers.to_node(peer, &m),
-                        None => peers.to_nodes(replicas.iter().copied(), &m),
+                        None => peers.to_nodes(roles.replicas.iter().copied(), &m),
                     }
                 }
                 Action::SendReqViewChange(req) => {
@@ -252,7 +417,7 @@ pub async fn run(
                         "a request waited too long: asking for a view change"
                     );
                     let m = Message::ReqViewChange(req);
-                    peers.to_nodes(everyone.iter().copied(), &m);
+                    peers.to_nodes(roles.everyone.iter().copied(), &m);
                 }
                 Action::FetchCommits {
                     from,
@@ -275,7 +440,7 @@ pub async fn run(
                     }
                     // The record: the slot and our executions for it.
                     let record = wire::encode(&(slot, &executions)).unwrap_or_default();
-                    if append.send(LogCommand::Append(slot, record)).is_err() {
+                    if e.append.send(LogCommand::Append(slot, record)).is_err() {
                         tracing::error!("decision log thread stopped");
                     }
                 }
@@ -283,11 +448,11 @@ pub async fn run(
                     let m = Message::CommitDb(commit_db);
                     match to {
                         Some(db) => peers.to_node(db, &m),
-                        None => peers.to_nodes(db_nodes.iter().copied(), &m),
+                        None => peers.to_nodes(roles.db_nodes.iter().copied(), &m),
                     }
                 }
                 Action::SendJoin(join) => {
-                    peers.to_nodes(candidates.iter().copied(), &Message::Join(join));
+                    peers.to_nodes(roles.candidates.iter().copied(), &Message::Join(join));
                 }
                 Action::RequestRecovery => {
                     let request = RecoveryRequest {
@@ -296,7 +461,7 @@ pub async fn run(
                     }
                     .sign(&key);
                     let m = Message::RecoveryRequest(request);
-                    peers.to_nodes(mates.iter().copied(), &m);
+                    peers.to_nodes(roles.mates.iter().copied(), &m);
                 }
                 Action::SendRecoveryState { to, state } => {
                     peers.to_node(to, &Message::RecoveryState(state));
@@ -308,9 +473,20 @@ pub async fn run(
                     metrics.replies.inc();
                     send_reply(&peers, reply, &pages);
                 }
+                Action::SendEpochClose(close) => {
+                    let m = Message::EpochClose(close);
+                    peers.to_nodes(roles.everyone.iter().copied(), &m);
+                    if let Some((reconfigure, _)) = core.reconfiguration() {
+                        peers.to_addr(&reconfigure.reply_to, &m);
+                    }
+                }
+                Action::EpochClosed => {
+                    metrics.epoch_closed.set(1);
+                }
             }
         }
         metrics.recovering.set(u64::from(core.is_recovering()));
+        metrics.config_epoch.set(e.cluster.epoch().0);
         if core.recoveries() > metrics.recoveries.get() {
             tracing::warn!(
                 id = me.0,
@@ -319,12 +495,17 @@ pub async fn run(
             metrics.recoveries.inc();
         }
         // A new stable checkpoint: decisions up to it need not stay on disk.
-        if core.stable() > stable {
-            stable = core.stable();
-            tracing::debug!(id = me.0, stable, "checkpoint stable");
-            if append.send(LogCommand::Rotate).is_err() {
+        if core.stable() > e.stable {
+            e.stable = core.stable();
+            tracing::debug!(id = me.0, stable = e.stable, "checkpoint stable");
+            if e.append.send(LogCommand::Rotate).is_err() {
                 tracing::error!("decision log thread stopped");
             }
+        }
+        // Frozen for the operator: answer once the warrant in flight (if any) is made.
+        if epochs.asked.is_some() && !usig.busy() {
+            let book = core.epoch_certificate().and_then(|(_, book)| book.clone());
+            epochs.report(&peers, me, &e.cluster, &key, usig.last(), book);
         }
         // Orders whose reply never came (a client that vanished) must not pile up.
         while decided_at.len() > 65_536 {
@@ -362,18 +543,16 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::InvalidNewView => "invalid_new_view",
         Reject::AboveWatermark => "above_watermark",
         Reject::InvalidRecoveryState(_) => "invalid_recovery_state",
+        Reject::BadEpochClose => "bad_epoch_close",
     }
 }
 
-fn on_frame(
+fn on_message(
     core: &mut ReplicaCore,
     cluster: &Cluster,
     metrics: &Metrics,
-    frame: &[u8],
+    message: Message,
 ) -> Vec<Action> {
-    let Some(message) = metrics.decode(frame) else {
-        return Vec::new();
-    };
     let result = match message {
         Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)),
         Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)),
@@ -398,6 +577,7 @@ fn on_frame(
             }
         }
         Message::RecoveryState(state) => core.on_recovery_state(*state),
+        Message::EpochClose(close) => core.on_epoch_close(close),
         other => {
             metrics.reject(format!("unexpected_{}", metrics::kind(&other)));
             return Vec::new();

@@ -5,18 +5,25 @@
 use crate::metrics::Metrics;
 use crate::NodeError;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tokio::sync::mpsc;
 use usig::daemon::client::UsigdClient;
-use usig::{UniqueWarrant, UsigError, UsigId};
+use usig::{MessageDigest, UniqueWarrant, UsigError, UsigId};
 
 /// A warrant, or why the USIG failed (the node cannot go on without it).
 pub type Warranted = Result<UniqueWarrant, NodeError>;
 
+/// The last warrant made and the digest of what it warranted.
+type Last = Arc<Mutex<Option<(MessageDigest, UniqueWarrant)>>>;
+
 /// Sends messages to warrant to the USIG thread.
 pub struct UsigWorker {
     requests: std::sync::mpsc::Sender<Vec<u8>>,
+    /// Requests sent and not yet warranted.
+    pending: Arc<AtomicUsize>,
+    last: Last,
 }
 
 impl UsigWorker {
@@ -35,6 +42,9 @@ impl UsigWorker {
         let (requests, incoming) = std::sync::mpsc::channel::<Vec<u8>>();
         let (results, warranted) = mpsc::unbounded_channel();
         let shown = socket.display().to_string();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let last: Last = Arc::default();
+        let (pending_, last_) = (pending.clone(), last.clone());
         std::thread::Builder::new()
             .name(format!("usig-{}", identity.0))
             .spawn(move || {
@@ -46,10 +56,13 @@ impl UsigWorker {
                             source,
                         }
                     });
-                    if result.is_ok() {
+                    if let Ok(ui) = &result {
                         metrics.warrants.inc();
                         Metrics::observe(&metrics.warrant_seconds, started.elapsed());
+                        *last_.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some((MessageDigest::of(&bytes), ui.clone()));
                     }
+                    pending_.fetch_sub(1, Ordering::SeqCst);
                     if results.send(result).is_err() {
                         return;
                     }
@@ -59,13 +72,35 @@ impl UsigWorker {
                 socket: socket.display().to_string(),
                 source: UsigError::Daemon(format!("cannot start the USIG thread: {e}")),
             })?;
-        Ok((UsigWorker { requests }, warranted))
+        Ok((
+            UsigWorker {
+                requests,
+                pending,
+                last,
+            },
+            warranted,
+        ))
     }
 
     /// Asks for a warrant over `bytes`.
     pub fn warrant(&self, bytes: Vec<u8>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
         // The thread only ends when this sender is dropped or the driver's receiver is gone.
         let _ = self.requests.send(bytes);
+    }
+
+    /// Whether warrants were asked for and not made yet.
+    pub fn busy(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) > 0
+    }
+
+    /// The last warrant made, with the digest of what it warranted: where the identity's
+    /// sequence stands (docs/protocol.md, "Reconfiguration").
+    pub fn last(&self) -> Option<(MessageDigest, UniqueWarrant)> {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

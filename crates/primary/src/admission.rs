@@ -152,6 +152,17 @@ impl Admission {
         batch
     }
 
+    /// Every waiting request, in line order, shares aside (the configuration epoch closed: they
+    /// go to the next epoch's primary).
+    pub fn drain(&mut self) -> Vec<PrepareEntry> {
+        self.bytes = 0;
+        let waiting = &mut self.waiting;
+        self.line
+            .drain(..)
+            .filter_map(|client| waiting.remove(&client))
+            .collect()
+    }
+
     /// A timer tick: every [`WINDOW_TICKS`] the window moves on.
     pub fn tick(&mut self) {
         self.ticks += 1;

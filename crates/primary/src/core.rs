@@ -11,13 +11,19 @@
 //! Every primary candidate runs this core; only the primary of the current view orders. A
 //! candidate becomes primary of view v when it holds f+1 valid VIEW-CHANGEs for v from every
 //! group: it warrants the NEW-VIEW that carries them and continues ordering after it.
+//!
+//! The operator's RECONFIGURE is ordered alone and is the configuration epoch's last PREPARE
+//! (docs/protocol.md, "Reconfiguration"): requests admitted after it wait here for the next
+//! epoch's core ([`PrimaryCore::take_pending`]).
 
 use crate::admission::Admission;
+use group::view::Slot;
 use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
+use proto::reconfig::ReconfigError;
 use proto::{
     ClientId, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare, PrepareEntry,
-    Proposal, Request, View, ViewChange,
+    Proposal, Reconfigure, Request, View, ViewChange,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -53,6 +59,7 @@ pub enum Action {
 /// What the USIG is warranting now.
 enum Signing {
     Batch(Vec<PrepareEntry>, Vec<Join>),
+    Reconfigure(Reconfigure),
     NewView(View, Vec<ViewChange>),
 }
 
@@ -83,6 +90,13 @@ pub struct PrimaryCore {
     checker: Checker,
     /// Valid VIEW-CHANGEs for views this candidate is the primary of, by sender.
     view_changes: BTreeMap<View, BTreeMap<NodeId, ViewChange>>,
+    /// The operator's RECONFIGURE, admitted and not yet warranted.
+    reconfigure: Option<Reconfigure>,
+    /// The warrant counter of the PREPARE that ordered a RECONFIGURE (ours, or in a new view's
+    /// cut): the epoch's last, nothing is ordered after it.
+    closed_at: Option<u64>,
+    /// The operator asked where our USIG sequence stands: nothing more is warranted.
+    frozen: bool,
 }
 
 impl PrimaryCore {
@@ -111,7 +125,57 @@ impl PrimaryCore {
             checker: Checker::new(cluster.clone()),
             cluster,
             view_changes: BTreeMap::new(),
+            reconfigure: None,
+            closed_at: None,
+            frozen: false,
         }
+    }
+
+    /// Warrants nothing more in this epoch (the operator asked where our USIG sequence stands;
+    /// the next epoch continues right after our last warrant).
+    pub fn freeze(&mut self) {
+        self.frozen = true;
+    }
+
+    /// Whether this epoch's last PREPARE (a RECONFIGURE) is ordered.
+    pub fn is_closed(&self) -> bool {
+        self.closed_at.is_some()
+    }
+
+    /// The requests admitted and not ordered, for the next configuration epoch's core.
+    pub fn take_pending(&mut self) -> Vec<Request> {
+        self.pending
+            .drain()
+            .into_iter()
+            .map(|e| e.request)
+            .collect()
+    }
+
+    /// The operator's RECONFIGURE: checked (operator signature, this epoch, a valid successor)
+    /// and, by the primary, ordered alone in the next PREPARE, the epoch's last. A
+    /// retransmission of one already ordered re-broadcasts its PREPARE (once per tick), as for a
+    /// client's request: the epoch's last PREPARE may be lost by everyone, a gap nobody sees.
+    pub fn on_reconfigure(
+        &mut self,
+        reconfigure: Reconfigure,
+    ) -> Result<Vec<Action>, ReconfigError> {
+        reconfigure.check(&self.cluster)?;
+        if !self.is_primary() {
+            return Ok(Vec::new());
+        }
+        if let Some(counter) = self.closed_at {
+            return Ok(match self.recent.get(&counter) {
+                Some(proposal) if self.rebroadcast.insert(counter) => {
+                    vec![Action::Broadcast(proposal.clone())]
+                }
+                _ => Vec::new(),
+            });
+        }
+        let in_flight = matches!(self.signing, Some(Signing::Reconfigure(_)));
+        if self.reconfigure.is_none() && !in_flight {
+            self.reconfigure = Some(reconfigure);
+        }
+        Ok(self.next_batch())
     }
 
     /// True when this candidate orders requests in its current view.
@@ -201,9 +265,10 @@ impl PrimaryCore {
 
     /// The USIG warranted the batch or NEW-VIEW in flight.
     pub fn warranted(&mut self, ui: UniqueWarrant) -> Vec<Action> {
-        let (entries, joins) = match self.signing.take() {
+        let (entries, joins, reconfigure) = match self.signing.take() {
             None => return Vec::new(),
-            Some(Signing::Batch(entries, joins)) => (entries, joins),
+            Some(Signing::Batch(entries, joins)) => (entries, joins, None),
+            Some(Signing::Reconfigure(r)) => (Vec::new(), Vec::new(), Some(Box::new(r))),
             Some(Signing::NewView(view, view_changes)) => {
                 let nv = NewView {
                     view,
@@ -214,6 +279,22 @@ impl PrimaryCore {
                 };
                 self.view = view;
                 self.view_changes.retain(|v, _| *v > view);
+                // A cut that holds the epoch's last PREPARE: nothing is ordered after it.
+                if let Ok(cut) = self.checker.new_view(&nv) {
+                    let last = cut.slots.iter().find_map(|slot| match slot {
+                        Slot::Prepare(p)
+                            if p.reconfigure
+                                .as_ref()
+                                .is_some_and(|r| r.check(&self.cluster).is_ok()) =>
+                        {
+                            Some(p.ui.counter)
+                        }
+                        _ => None,
+                    });
+                    if last.is_some() {
+                        self.closed_at = Some(nv.ui.counter);
+                    }
+                }
                 let proposal = Proposal::NewView(nv);
                 self.keep(proposal.clone());
                 let mut actions = vec![Action::Broadcast(proposal)];
@@ -228,8 +309,12 @@ impl PrimaryCore {
             primary: self.me,
             entries,
             joins,
+            reconfigure,
             ui,
         };
+        if prepare.reconfigure.is_some() {
+            self.closed_at = Some(counter);
+        }
         for j in &prepare.joins {
             self.joined.insert(j.replica, j.incarnation());
         }
@@ -327,7 +412,7 @@ impl PrimaryCore {
     /// Starts warranting the NEW-VIEW that makes this candidate primary, or else the next batch,
     /// if the USIG is free: everything pending, up to the limit.
     fn next_batch(&mut self) -> Vec<Action> {
-        if self.signing.is_some() {
+        if self.signing.is_some() || self.frozen {
             return Vec::new();
         }
         if let Some((view, view_changes)) = self.new_view_quorum() {
@@ -336,7 +421,22 @@ impl PrimaryCore {
             self.signing = Some(Signing::NewView(view, view_changes));
             return vec![Action::Warrant { bytes }];
         }
-        if (self.pending.is_empty() && self.joins.is_empty()) || !self.is_primary() {
+        if self.closed_at.is_some() || !self.is_primary() {
+            return Vec::new();
+        }
+        if let Some(reconfigure) = self.reconfigure.take() {
+            let bytes = Prepare::warranted_bytes(
+                self.view,
+                self.cluster.epoch(),
+                self.me,
+                &[],
+                &[],
+                Some(&reconfigure),
+            );
+            self.signing = Some(Signing::Reconfigure(reconfigure));
+            return vec![Action::Warrant { bytes }];
+        }
+        if self.pending.is_empty() && self.joins.is_empty() {
             return Vec::new();
         }
         let entries = self.pending.take(self.max_batch);
@@ -344,8 +444,14 @@ impl PrimaryCore {
             return Vec::new();
         }
         let joins: Vec<Join> = std::mem::take(&mut self.joins).into_values().collect();
-        let bytes =
-            Prepare::warranted_bytes(self.view, self.cluster.epoch(), self.me, &entries, &joins);
+        let bytes = Prepare::warranted_bytes(
+            self.view,
+            self.cluster.epoch(),
+            self.me,
+            &entries,
+            &joins,
+            None,
+        );
         self.signing = Some(Signing::Batch(entries, joins));
         vec![Action::Warrant { bytes }]
     }
@@ -494,5 +600,92 @@ mod tests {
             p.on_request(request(1, 1, &[0])),
             Ok(vec![Action::Broadcast(prepare)])
         );
+    }
+
+    fn operated_primary(me: u32) -> (PrimaryCore, proto::config::ClusterConfig) {
+        let (cluster, spares) = TestCluster::operated(1, 2, 1, 4, 4);
+        let mut next = cluster.config.clone();
+        next.config_epoch += 1;
+        next.replicas.extend(spares);
+        next.groups.push(proto::config::GroupConfig {
+            id: 2,
+            partitions: Vec::new(),
+        });
+        let core = PrimaryCore::new(
+            Arc::new(cluster),
+            Arc::new(BytesArePartitions),
+            NodeId(me),
+            View(0),
+            8,
+        );
+        (core, next)
+    }
+
+    fn reconfigure(next: &proto::config::ClusterConfig, key: &proto::SigningKey) -> Reconfigure {
+        Reconfigure::new(proto::ConfigEpoch(1), next, "127.0.0.1:9", key)
+    }
+
+    /// The RECONFIGURE goes alone into the epoch's last PREPARE, after the batch at the USIG;
+    /// later requests wait for the next epoch's core; a re-sent RECONFIGURE re-broadcasts its
+    /// PREPARE once per tick.
+    #[test]
+    fn a_reconfigure_is_ordered_alone_and_ends_the_epoch() {
+        let (mut p, next) = operated_primary(0);
+        let out = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let r = reconfigure(&next, &proto::testing::operator_key());
+        assert!(
+            p.on_reconfigure(r.clone()).unwrap().is_empty(),
+            "the USIG is busy"
+        );
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(batch)), Action::Warrant { bytes }] =
+            out.as_slice()
+        else {
+            panic!("{out:?}")
+        };
+        assert!(batch.reconfigure.is_none() && batch.entries.len() == 1);
+        assert!(p.on_request(request(2, 1, &[1])).unwrap().is_empty());
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(last))] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(last.reconfigure.as_deref(), Some(&r));
+        assert!(last.entries.is_empty() && p.is_closed());
+        assert!(p.on_request(request(3, 1, &[2])).unwrap().is_empty());
+        let held: Vec<u64> = p.take_pending().iter().map(|r| r.client.0).collect();
+        assert_eq!(held, vec![2, 3], "held for the next epoch");
+        let again = p.on_reconfigure(r.clone()).unwrap();
+        assert_eq!(
+            again,
+            vec![Action::Broadcast(Proposal::Prepare(last.clone()))]
+        );
+        assert!(p.on_reconfigure(r.clone()).unwrap().is_empty());
+        p.on_tick();
+        assert_eq!(p.on_reconfigure(r).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn forged_reconfigures_are_refused_and_standby_candidates_only_check() {
+        let (mut p, next) = operated_primary(0);
+        let forged = reconfigure(&next, &proto::testing::node_key(NodeId(0)));
+        assert!(matches!(
+            p.on_reconfigure(forged),
+            Err(ReconfigError::Signature)
+        ));
+        let mut bad = next.clone();
+        bad.groups.clear();
+        let unsafe_shape = reconfigure(&bad, &proto::testing::operator_key());
+        assert!(matches!(
+            p.on_reconfigure(unsafe_shape),
+            Err(ReconfigError::Invalid(_))
+        ));
+        assert!(!p.is_closed());
+        let (mut standby, next) = operated_primary(1);
+        let good = reconfigure(&next, &proto::testing::operator_key());
+        assert!(standby.on_reconfigure(good).unwrap().is_empty());
+        assert!(!standby.is_closed());
     }
 }

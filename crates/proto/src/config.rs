@@ -42,6 +42,10 @@ pub struct ClusterConfig {
     pub clients: Vec<ClientConfig>,
     #[serde(rename = "usig_enrollment", default)]
     pub enrollments: Vec<EnrollmentRecord>,
+    /// The operator's public key (hex): the only key that may change the configuration
+    /// (docs/protocol.md, "Reconfiguration"). Without it the configuration is fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_key: Option<String>,
 }
 
 /// The last global order and the last position on each partition executed before this
@@ -54,6 +58,36 @@ pub struct EpochStart {
     /// One entry per partition (empty means all zero).
     #[serde(default)]
     pub positions: Vec<u64>,
+    /// The newest ordered timestamp of each client, `[client, timestamp]`: a request of an
+    /// earlier epoch is a duplicate in this one (set by an online reconfiguration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<(u64, u64)>,
+}
+
+/// Where a USIG identity's warrants of this configuration epoch start: right after the warrant
+/// with this counter, whose TPM chain value (hex, empty for soft USIGs) is `chain`. Set at an
+/// online reconfiguration from the identity's position report; without it the identity starts
+/// at counter 1 of its USIG epoch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsigStart {
+    pub counter: u64,
+    #[serde(default)]
+    pub chain: String,
+}
+
+impl UsigStart {
+    /// The chain value as bytes (zero for a soft USIG or counter 0), if well formed.
+    pub fn chain_bytes(&self) -> Option<[u8; 32]> {
+        if self.chain.is_empty() {
+            return Some([0; 32]);
+        }
+        hex::decode(&self.chain).ok()?.try_into().ok()
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// A primary candidate.
@@ -71,6 +105,9 @@ pub struct NodeConfig {
     /// first epoch they see, which a Byzantine node that reboots its TPM could split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usig_epoch: Option<u64>,
+    /// Where its warrants of this epoch start (see [`UsigStart`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usig_start: Option<UsigStart>,
     pub public_key: String,
 }
 
@@ -96,6 +133,13 @@ pub struct ReplicaConfig {
     /// first epoch they see, which a Byzantine node that reboots its TPM could split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usig_epoch: Option<u64>,
+    /// Where its warrants of this epoch start (see [`UsigStart`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usig_start: Option<UsigStart>,
+    /// Its position was unknown when this epoch began (it did not answer the operator): it
+    /// rejoins with a JOIN, like a restarted replica.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rejoin: bool,
     pub public_key: String,
 }
 
@@ -197,6 +241,32 @@ impl Cluster {
             check_enrolled(&config, &directory, role, id, usig, &mut usigs)?;
             insert_key(&mut keys, role, id, key)?;
         }
+        let starts = config
+            .primaries
+            .iter()
+            .map(|p| ("primary", p.id, &p.usig_start))
+            .chain(
+                config
+                    .replicas
+                    .iter()
+                    .map(|r| ("replica", r.id, &r.usig_start)),
+            );
+        for (role, id, start) in starts {
+            if start.as_ref().is_some_and(|s| s.chain_bytes().is_none()) {
+                return Err(invalid(
+                    format!("{role} {id}.usig_start.chain"),
+                    "must be 32 bytes in hex (the TPM chain value after the warrant) or empty",
+                ));
+            }
+        }
+        if let Some(key) = &config.operator_key {
+            if PublicKey::from_hex(key).is_none() {
+                return Err(invalid(
+                    "operator_key",
+                    "must be 32 bytes in hex, as `cloudbft keygen` writes it",
+                ));
+            }
+        }
         for db in &config.db_nodes {
             insert_key(&mut keys, "dbnode", db.id, &db.public_key)?;
         }
@@ -272,6 +342,37 @@ impl Cluster {
             .replicas
             .iter()
             .filter(move |r| r.group == group.0)
+    }
+
+    /// The operator's key, if the configuration may change.
+    pub fn operator_key(&self) -> Option<PublicKey> {
+        self.config
+            .operator_key
+            .as_deref()
+            .and_then(PublicKey::from_hex)
+    }
+
+    /// Where the warrants of `node` (a primary candidate or replica) start in this epoch: the
+    /// last counter before them and the TPM chain value after it (0 and zero: counter 1 of its
+    /// USIG epoch, a fresh chain).
+    pub fn usig_start_of(&self, node: NodeId) -> (u64, [u8; 32]) {
+        let primary = self.config.primaries.iter().find(|p| p.id == node.0);
+        let replica = self.config.replicas.iter().find(|r| r.id == node.0);
+        primary
+            .and_then(|p| p.usig_start.as_ref())
+            .or(replica.and_then(|r| r.usig_start.as_ref()))
+            .map_or((0, [0; 32]), |s| {
+                (s.counter, s.chain_bytes().unwrap_or([0; 32]))
+            })
+    }
+
+    /// Whether `replica` must rejoin this epoch with a JOIN (its position was unknown when the
+    /// epoch began).
+    pub fn rejoins(&self, replica: NodeId) -> bool {
+        self.config
+            .replicas
+            .iter()
+            .any(|r| r.id == replica.0 && r.rejoin)
     }
 
     /// The configuration epoch.

@@ -8,6 +8,7 @@ pub mod crypto;
 pub mod ids;
 pub mod keys;
 pub mod message;
+pub mod reconfig;
 pub mod recovery;
 pub mod state;
 pub mod testing;
@@ -18,6 +19,10 @@ pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{
     chain, chain_start, Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares,
     Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
+};
+pub use reconfig::{
+    ConfigRequest, Configure, EpochClose, EpochStarted, PositionReport, PositionRequest,
+    Reconfigure,
 };
 pub use recovery::{Incarnation, Join, RecoveryRequest, RecoveryState};
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};

@@ -9,7 +9,9 @@ use usig::{MessageDigest, UniqueWarrant};
 
 /// Version written in every envelope; a peer speaking another version is refused. 2: PREPAREs
 /// carry JOINs, CHECKPOINTs their lineage and anchors' chain values, and the recovery messages.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: PREPAREs carry RECONFIGUREs, REPLYs their configuration epoch, and the reconfiguration
+/// messages.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +93,9 @@ pub struct Prepare {
     pub entries: Vec<PrepareEntry>,
     /// Restarted replicas' JOINs, ordered here (docs/protocol.md, "Replica recovery").
     pub joins: Vec<crate::Join>,
+    /// The operator's RECONFIGURE: this PREPARE is then the epoch's last (docs/protocol.md,
+    /// "Reconfiguration").
+    pub reconfigure: Option<Box<crate::Reconfigure>>,
     /// The primary's warrant over [`Prepare::warranted_bytes`].
     pub ui: UniqueWarrant,
 }
@@ -103,14 +108,16 @@ impl Prepare {
         primary: NodeId,
         entries: &[PrepareEntry],
         joins: &[crate::Join],
+        reconfigure: Option<&crate::Reconfigure>,
     ) -> Vec<u8> {
         canonical(&(
-            b"cloudbft/prepare/v2",
+            b"cloudbft/prepare/v3",
             view,
             config_epoch,
             primary,
             entries,
             joins,
+            reconfigure,
         ))
     }
 
@@ -122,6 +129,7 @@ impl Prepare {
             self.primary,
             &self.entries,
             &self.joins,
+            self.reconfigure.as_deref(),
         )
     }
 
@@ -245,6 +253,9 @@ pub struct ReplyCommitDb {
 /// A group member's page for a client's request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
+    /// The configuration epoch it was ordered in: a gateway that does not know it yet asks for
+    /// the configuration (docs/protocol.md, "Reconfiguration").
+    pub config_epoch: ConfigEpoch,
     pub view: View,
     pub group: GroupId,
     pub replica: NodeId,
@@ -310,7 +321,8 @@ node_signed!(CommitDb, b"cloudbft/commit-db/v1", |m| (
 node_signed!(ReplyCommitDb, b"cloudbft/reply-commit-db/v1", |m| (
     m.db_node, &m.results
 ));
-node_signed!(Reply, b"cloudbft/reply/v1", |m| (
+node_signed!(Reply, b"cloudbft/reply/v2", |m| (
+    m.config_epoch,
     m.view,
     m.group,
     m.replica,
@@ -350,6 +362,13 @@ pub enum Message {
     Join(crate::Join),
     RecoveryRequest(crate::RecoveryRequest),
     RecoveryState(Box<crate::RecoveryState>),
+    Reconfigure(crate::Reconfigure),
+    EpochClose(crate::EpochClose),
+    Configure(Box<crate::Configure>),
+    PositionRequest(crate::PositionRequest),
+    PositionReport(crate::PositionReport),
+    ConfigRequest(crate::ConfigRequest),
+    EpochStarted(crate::reconfig::EpochStarted),
 }
 
 /// What travels in one frame: the protocol version and one message.
@@ -440,7 +459,8 @@ mod tests {
             group: GroupId(0),
             request: request(1),
         }];
-        let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[]);
+        let bytes =
+            Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
         let ui = usig.create_ui(&bytes).unwrap();
         let mut dir = Directory::new();
         dir.enroll(
@@ -455,6 +475,7 @@ mod tests {
             primary: NodeId(0),
             entries,
             joins: Vec::new(),
+            reconfigure: None,
             ui,
         };
         (p, dir)
@@ -508,6 +529,7 @@ mod tests {
         moved.executions[0].positions[0].1 = 2;
         assert!(!moved.verify(&pk));
         let reply = Reply {
+            config_epoch: ConfigEpoch(1),
             view: View(0),
             group: GroupId(0),
             replica: NodeId(10),

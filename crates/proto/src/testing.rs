@@ -34,6 +34,7 @@ impl TestCluster {
                     machine: format!("p{id}"),
                     usig: usig_id(NodeId(id)).0,
                     usig_epoch: Some(1),
+                    usig_start: None,
                     public_key: node_key(NodeId(id)).public_key().to_hex(),
                 })
                 .collect(),
@@ -48,6 +49,7 @@ impl TestCluster {
                 })
                 .collect(),
             enrollments: (0..CANDIDATES).map(|id| enrollment(NodeId(id))).collect(),
+            operator_key: None,
         };
         for g in 0..groups {
             c.groups.push(GroupConfig {
@@ -63,6 +65,8 @@ impl TestCluster {
                     machine: format!("m{k}"),
                     usig: usig_id(id).0,
                     usig_epoch: Some(1),
+                    usig_start: None,
+                    rejoin: false,
                     public_key: node_key(id).public_key().to_hex(),
                 });
                 c.enrollments.push(enrollment(id));
@@ -109,6 +113,51 @@ pub fn node_key(node: NodeId) -> SigningKey {
 /// A client's signing key.
 pub fn client_key(client: ClientId) -> SigningKey {
     SigningKey::from_seed(seed(b'c', client.0))
+}
+
+/// The operator's signing key (its public key is in [`TestCluster::operated`] clusters).
+pub fn operator_key() -> SigningKey {
+    SigningKey::from_seed(seed(b'o', 0))
+}
+
+impl TestCluster {
+    /// The layout of [`TestCluster::new`] with `spare_groups` more groups' worth of replicas
+    /// enrolled but serving in no group (as `cloudbft keygen --max-groups` makes), and the
+    /// operator's key: a cluster that can be reconfigured online. Returns the cluster and the
+    /// spare replicas.
+    pub fn operated(
+        f: usize,
+        groups: u32,
+        spare_groups: u32,
+        partitions: u32,
+        clients: u64,
+    ) -> (Cluster, Vec<ReplicaConfig>) {
+        let mut config = TestCluster::new(f, groups + spare_groups, partitions, clients)
+            .cluster
+            .config;
+        config.operator_key = Some(operator_key().public_key().to_hex());
+        let spares: Vec<ReplicaConfig> = config
+            .replicas
+            .iter()
+            .filter(|r| r.group >= groups)
+            .cloned()
+            .collect();
+        config.replicas.retain(|r| r.group < groups);
+        config.groups.retain(|g| g.id < groups);
+        for p in 0..partitions {
+            let g = p % groups;
+            if let Some(group) = config.groups.iter_mut().find(|x| x.id == g) {
+                if !group.partitions.contains(&p) {
+                    group.partitions.push(p);
+                }
+            }
+        }
+        for g in &mut config.groups {
+            g.partitions = (0..partitions).filter(|p| p % groups == g.id).collect();
+        }
+        let cluster = Cluster::new(config).expect("a valid operated test cluster");
+        (cluster, spares)
+    }
 }
 
 fn enrollment(node: NodeId) -> EnrollmentRecord {

@@ -30,6 +30,7 @@ fn valid() -> ClusterConfig {
             machine: "m0".into(),
             usig: 1000,
             usig_epoch: None,
+            usig_start: None,
             public_key: key(1),
         }],
         groups: vec![
@@ -46,6 +47,7 @@ fn valid() -> ClusterConfig {
         db_nodes: Vec::new(),
         clients: Vec::new(),
         enrollments: vec![enrollment(1000)],
+        operator_key: None,
     };
     for g in 0..2u32 {
         for k in 1..=3u32 {
@@ -57,6 +59,8 @@ fn valid() -> ClusterConfig {
                 machine: format!("m{k}"),
                 usig: 1000 + u64::from(id),
                 usig_epoch: None,
+                usig_start: None,
+                rejoin: false,
                 public_key: key(id as u8),
             });
             c.enrollments.push(enrollment(1000 + u64::from(id)));

@@ -786,6 +786,14 @@ impl World {
                         }
                     }
                 }
+                ReplicaAction::SendEpochClose(close) => {
+                    let m = Message::EpochClose(close);
+                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+                    for peer in ids.into_iter().filter(|&p| p != id) {
+                        self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
+                    }
+                }
+                ReplicaAction::EpochClosed => {}
                 ReplicaAction::SendReqViewChange(req) => {
                     let m = Message::ReqViewChange(req);
                     let ids: Vec<NodeId> = self.replicas.keys().copied().collect();

@@ -31,11 +31,16 @@ pub enum RejectReason {
     BadSignature,
     /// More replies queued for one request than any correct group sends: a flood, dropped.
     Overflow,
+    /// A REPLY of a configuration epoch the endpoint does not know yet (it asks the nodes for
+    /// the configuration; the retransmission gets the reply again).
+    UnknownEpoch,
+    /// A CONFIGURE not signed by the operator, or not a configuration that may follow ours.
+    BadConfigure,
 }
 
 impl RejectReason {
     /// Every reason, in the order of [`ClientStats::rejected`]'s fields.
-    const ALL: [RejectReason; 7] = [
+    const ALL: [RejectReason; 9] = [
         RejectReason::Malformed,
         RejectReason::UnexpectedMessage,
         RejectReason::UnknownClient,
@@ -43,6 +48,8 @@ impl RejectReason {
         RejectReason::NotMember,
         RejectReason::BadSignature,
         RejectReason::Overflow,
+        RejectReason::UnknownEpoch,
+        RejectReason::BadConfigure,
     ];
 
     /// The metric label.
@@ -55,6 +62,8 @@ impl RejectReason {
             RejectReason::NotMember => "not_member",
             RejectReason::BadSignature => "bad_signature",
             RejectReason::Overflow => "overflow",
+            RejectReason::UnknownEpoch => "unknown_epoch",
+            RejectReason::BadConfigure => "bad_configure",
         }
     }
 
@@ -81,6 +90,10 @@ pub struct Rejected {
     pub bad_signature: u64,
     /// [`RejectReason::Overflow`].
     pub overflow: u64,
+    /// [`RejectReason::UnknownEpoch`].
+    pub unknown_epoch: u64,
+    /// [`RejectReason::BadConfigure`].
+    pub bad_configure: u64,
 }
 
 impl Rejected {
@@ -93,6 +106,8 @@ impl Rejected {
             + self.not_member
             + self.bad_signature
             + self.overflow
+            + self.unknown_epoch
+            + self.bad_configure
     }
 }
 
@@ -306,6 +321,8 @@ impl Recorder {
                 not_member: rejected(RejectReason::NotMember),
                 bad_signature: rejected(RejectReason::BadSignature),
                 overflow: rejected(RejectReason::Overflow),
+                unknown_epoch: rejected(RejectReason::UnknownEpoch),
+                bad_configure: rejected(RejectReason::BadConfigure),
             },
         }
     }

@@ -6,6 +6,7 @@
 //! concurrently while each identity has at most one request outstanding (replicas cache only a
 //! client's last reply and order its requests by timestamp).
 
+mod configs;
 mod metrics;
 mod slots;
 mod tally;
@@ -137,9 +138,11 @@ pub enum ClientError {
 
 /// What the reader task shares with the requests.
 struct Shared {
-    cluster: Arc<Cluster>,
+    /// The configuration epochs the endpoint knows; requests go to the current one's nodes.
+    configs: configs::Configs,
     slots: Arc<Slots>,
     recorder: metrics::Recorder,
+    transport: Transport,
 }
 
 struct Inner {
@@ -147,8 +150,6 @@ struct Inner {
     transport: Transport,
     pool: Arc<Pool>,
     identities: usize,
-    /// Every primary candidate, then every replica of every group.
-    destinations: Vec<SocketAddr>,
     options: ClientOptions,
     reader: Mutex<Option<JoinHandle<()>>>,
 }
@@ -199,6 +200,10 @@ impl ClientEndpoint {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let destinations = destinations(&cluster).await?;
+        let asker = identities
+            .first()
+            .map(Identity::signer)
+            .expect("an endpoint has at least one identity");
         let listen = resolve("client.addr".into(), endpoint).await?;
         let (transport, inbound) = Transport::bind(listen, options.transport.clone())
             .await
@@ -209,7 +214,8 @@ impl ClientEndpoint {
         let shared = Arc::new(Shared {
             slots: Arc::new(Slots::new(clients.iter().copied())),
             recorder: metrics::Recorder::new(options.metrics.clone()),
-            cluster,
+            configs: configs::Configs::new(cluster, destinations, asker),
+            transport: transport.clone(),
         });
         let reader = tokio::spawn(read_loop(inbound, Arc::clone(&shared)));
         tracing::info!(
@@ -224,7 +230,6 @@ impl ClientEndpoint {
                 transport,
                 pool: Arc::new(Pool::new(identities)),
                 identities: clients.len(),
-                destinations,
                 options,
                 reader: Mutex::new(Some(reader)),
             }),
@@ -277,7 +282,7 @@ impl ClientEndpoint {
         self.broadcast(&frame);
         tracing::trace!(%client, timestamp, "request sent");
 
-        let mut tally = Tally::new(client, timestamp, shared.cluster.config.f);
+        let mut tally = Tally::new(client, timestamp, shared.configs.current().config.f);
         let mut wait = options.retransmit;
         let mut retransmissions = 0u32;
         let timer = tokio::time::sleep_until(deadline.min(Instant::now() + wait));
@@ -288,7 +293,13 @@ impl ClientEndpoint {
                     let Some(reply) = reply else {
                         return Err(ClientError::Closed);
                     };
-                    match tally.add(reply, &shared.cluster) {
+                    let Some(cluster) = shared.configs.of_epoch(reply.config_epoch) else {
+                        // A reply of an epoch we do not know yet: the reader asked for it, and
+                        // our retransmission gets the reply again.
+                        recorder.rejected(RejectReason::UnknownEpoch);
+                        continue;
+                    };
+                    match tally.add(reply, &cluster) {
                         Ok(Counted::Accepted { group, page, disagreeing }) => {
                             if disagreeing > 0 {
                                 recorder.disagreeing(disagreeing);
@@ -337,14 +348,14 @@ impl ClientEndpoint {
     /// group replica (which re-send a cached reply when the request is a retransmission, and
     /// start the timer that replaces a primary that does not order it).
     fn broadcast(&self, frame: &[u8]) {
-        for &to in &self.inner.destinations {
+        for to in self.inner.shared.configs.destinations() {
             self.inner.transport.send(to, frame.to_vec());
         }
     }
 
-    /// The cluster this endpoint talks to.
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.inner.shared.cluster
+    /// The configuration this endpoint sends requests under (the latest epoch it knows).
+    pub fn cluster(&self) -> Arc<Cluster> {
+        self.inner.shared.configs.current()
     }
 
     /// How many identities (hence concurrent requests) the endpoint holds.
@@ -394,13 +405,32 @@ impl ClientEndpoint {
 }
 
 /// Routes every inbound frame until the transport stops. Verification of votes happens in the
-/// requests' own tasks, so this one task only decodes and routes.
+/// requests' own tasks, so this one task only decodes and routes; it also takes the operator's
+/// new configurations, and asks the nodes for one when a REPLY names an epoch it does not know.
 async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
     while let Some(Inbound { from, frame }) = inbound.recv().await {
         match Envelope::decode(&frame) {
             Ok(Message::Reply(reply)) => {
-                shared.slots.route(reply, &shared.cluster, &shared.recorder);
+                if reply.config_epoch > shared.configs.current().epoch() {
+                    if let Some((request, to)) = shared.configs.ask() {
+                        for addr in to {
+                            shared.transport.send(addr, request.clone());
+                        }
+                    }
+                }
+                let cluster = shared.configs.of_epoch(reply.config_epoch);
+                match cluster {
+                    Some(cluster) => shared.slots.route(reply, &cluster, &shared.recorder),
+                    None => shared.slots.route_unverified(reply, &shared.recorder),
+                }
             }
+            Ok(Message::Configure(configure)) => match shared.configs.adopt(&configure) {
+                Ok(_) | Err(configs::Refused::NotNewer) => {}
+                Err(configs::Refused::Invalid(why)) => {
+                    shared.recorder.rejected(RejectReason::BadConfigure);
+                    tracing::warn!(%from, why, "CONFIGURE refused");
+                }
+            },
             Ok(_) => {
                 shared.recorder.rejected(RejectReason::UnexpectedMessage);
                 tracing::debug!(%from, "dropping a message other than REPLY");

@@ -28,6 +28,11 @@ impl Identity {
         }
     }
 
+    /// The identity and its key (for messages the endpoint signs outside requests).
+    pub(crate) fn signer(&self) -> (ClientId, Arc<SigningKey>) {
+        (self.id, Arc::clone(&self.key))
+    }
+
     /// The next timestamp: the wall clock in microseconds, or one more than the last if the clock
     /// has not moved on (or went back). Timestamps thus keep increasing across restarts of the
     /// process without being stored, as long as a restart takes more than a microsecond per
@@ -174,6 +179,13 @@ impl Slots {
                 slot.state = State::Idle;
             }
         }
+    }
+
+    /// A reply of a configuration epoch the endpoint does not know yet cannot be checked: it
+    /// is dropped (counted), and the request's retransmission gets it again once the endpoint
+    /// follows the epoch.
+    pub(crate) fn route_unverified(&self, _reply: Reply, recorder: &Recorder) {
+        recorder.rejected(RejectReason::UnknownEpoch);
     }
 
     /// Routes an inbound reply: to the request waiting for it, or to the final vote of an

@@ -142,6 +142,7 @@ mod tests {
 
     fn signed_by(signer: u32, replica: u32, group: u32, page: &str) -> Reply {
         Reply {
+            config_epoch: proto::ConfigEpoch(1),
             view: View(0),
             group: GroupId(group),
             replica: NodeId(replica),

@@ -167,6 +167,7 @@ pub fn signed_reply(
     page: &[u8],
 ) -> Reply {
     Reply {
+        config_epoch: proto::ConfigEpoch(1),
         view: View(0),
         group: GroupId(group),
         replica: NodeId(replica),

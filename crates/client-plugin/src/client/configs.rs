@@ -1,0 +1,160 @@
+//! The configurations a client endpoint knows (docs/protocol.md, "Reconfiguration"): the
+//! current one, where requests go, and the few before it, against which replies of requests
+//! ordered in an earlier epoch are checked. A new epoch comes as the operator's CONFIGURE,
+//! pushed to the endpoint or fetched from a node when a REPLY names a later epoch; its operator
+//! signature makes one copy enough.
+
+use proto::config::{Cluster, ClusterConfig};
+use proto::SigningKey;
+use proto::{ClientId, ConfigEpoch, ConfigRequest, Configure, Envelope, Message, Signature};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+/// How many earlier epochs are kept for late replies.
+const KEEP_EARLIER: usize = 4;
+/// Least time between two requests for the configuration.
+const ASK_EVERY: Duration = Duration::from_secs(1);
+
+struct Known {
+    current: Arc<Cluster>,
+    earlier: BTreeMap<u64, Arc<Cluster>>,
+    /// Every primary candidate, then every replica, of the current epoch.
+    destinations: Vec<SocketAddr>,
+    asked: Option<Instant>,
+}
+
+/// Why a CONFIGURE is not taken.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not later than the epoch the endpoint runs.
+    NotNewer,
+    /// Not signed by the operator key of the endpoint's configuration, or not a configuration
+    /// that may follow it.
+    Invalid(String),
+}
+
+pub(crate) struct Configs {
+    known: RwLock<Known>,
+    /// The identity that signs requests for the configuration.
+    asker: (ClientId, Arc<SigningKey>),
+}
+
+impl Configs {
+    pub(crate) fn new(
+        cluster: Arc<Cluster>,
+        destinations: Vec<SocketAddr>,
+        asker: (ClientId, Arc<SigningKey>),
+    ) -> Configs {
+        Configs {
+            known: RwLock::new(Known {
+                current: cluster,
+                earlier: BTreeMap::new(),
+                destinations,
+                asked: None,
+            }),
+            asker,
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Known) -> T) -> T {
+        f(&self.known.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The configuration requests are sent under.
+    pub(crate) fn current(&self) -> Arc<Cluster> {
+        self.read(|k| k.current.clone())
+    }
+
+    /// The configuration of `epoch`, if known.
+    pub(crate) fn of_epoch(&self, epoch: ConfigEpoch) -> Option<Arc<Cluster>> {
+        self.read(|k| {
+            if k.current.epoch() == epoch {
+                Some(k.current.clone())
+            } else {
+                k.earlier.get(&epoch.0).cloned()
+            }
+        })
+    }
+
+    /// Where requests go now.
+    pub(crate) fn destinations(&self) -> Vec<SocketAddr> {
+        self.read(|k| k.destinations.clone())
+    }
+
+    /// Takes the operator's CONFIGURE if it starts a later epoch than ours, is signed by our
+    /// configuration's operator key, keeps what a configuration may never change online, and
+    /// is valid on its own. Returns the new epoch.
+    pub(crate) fn adopt(&self, configure: &Configure) -> Result<ConfigEpoch, Refused> {
+        let current = self.current();
+        let invalid = |why: String| Refused::Invalid(why);
+        let key = current
+            .operator_key()
+            .ok_or_else(|| invalid("our configuration has no operator key".into()))?;
+        if !configure.verify(&key) {
+            return Err(invalid("not signed by the operator".into()));
+        }
+        let next: ClusterConfig =
+            toml::from_str(&configure.config).map_err(|e| invalid(e.to_string()))?;
+        if next.config_epoch <= current.config.config_epoch {
+            return Err(Refused::NotNewer);
+        }
+        // An endpoint that missed epochs checks what stays the same across any number of them.
+        let mut check = current.config.clone();
+        check.config_epoch = next.config_epoch - 1;
+        proto::reconfig::check_successor(&check, &next).map_err(|e| invalid(e.to_string()))?;
+        let next = Arc::new(Cluster::new(next).map_err(|e| invalid(e.to_string()))?);
+        let destinations = destinations(&next);
+        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        let previous = std::mem::replace(&mut known.current, next.clone());
+        known.earlier.insert(previous.epoch().0, previous);
+        while known.earlier.len() > KEEP_EARLIER {
+            known.earlier.pop_first();
+        }
+        known.destinations = destinations;
+        tracing::info!(
+            epoch = next.epoch().0,
+            "client endpoint follows a new configuration epoch"
+        );
+        Ok(next.epoch())
+    }
+
+    /// A signed CONFIG-REQUEST to send to every node we know, at most once per [`ASK_EVERY`].
+    pub(crate) fn ask(&self) -> Option<(Vec<u8>, Vec<SocketAddr>)> {
+        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        if known.asked.is_some_and(|at| at.elapsed() < ASK_EVERY) {
+            return None;
+        }
+        known.asked = Some(Instant::now());
+        let (client, key) = &self.asker;
+        let request = ConfigRequest {
+            client: *client,
+            config_epoch: known.current.epoch(),
+            signature: Signature([0; 64]),
+        }
+        .sign(key);
+        let frame = Envelope::encode(&Message::ConfigRequest(request));
+        Some((frame, known.destinations.clone()))
+    }
+}
+
+/// Every primary candidate, then every replica (configured addresses are IP:port; one that is
+/// not is skipped, the configuration's own check names it).
+pub(crate) fn destinations(cluster: &Cluster) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    let c = &cluster.config;
+    let addrs = c
+        .primaries
+        .iter()
+        .map(|p| &p.addr)
+        .chain(c.replicas.iter().map(|r| &r.addr));
+    for addr in addrs {
+        if let Ok(addr) = addr.parse::<SocketAddr>() {
+            if !out.contains(&addr) {
+                out.push(addr);
+            }
+        }
+    }
+    out
+}

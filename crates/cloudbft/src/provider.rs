@@ -1,0 +1,168 @@
+//! Where a new group's replicas come from: VMs started for them, with their USIG identities,
+//! before the operator's RECONFIGURE names them. The autoscaler and the operator's commands
+//! use the same interface; the Terraform deploy adds a cloud provider.
+
+use anyhow::{bail, Context, Result};
+use proto::config::{ClusterConfig, ReplicaConfig};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a new replica may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Starts the machines (VMs) of new replicas.
+pub trait Provider {
+    /// Readies the replicas `new` of the next configuration `next` (their USIG epochs pinned in
+    /// `next`) and starts them with the next configuration's shape, written to `shape`, where
+    /// they wait for the operator's CONFIGURE.
+    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()>;
+}
+
+/// New replicas as processes on this machine, next to a cluster started by `cloudbft demo`:
+/// the machines' usigd already serve their identities (keygen made them as spares).
+pub struct LocalProvider {
+    pub dir: PathBuf,
+    /// Extra arguments of every replica the demo starts (its page stage).
+    pub replica_args: Vec<String>,
+}
+
+/// What the demo records for providers that start more of its processes.
+pub const LAUNCH_FILE: &str = "launch.toml";
+
+/// The contents of [`LAUNCH_FILE`].
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+pub struct Launch {
+    pub replica_args: Vec<String>,
+}
+
+impl LocalProvider {
+    /// The provider for the cluster in `dir`, starting replicas with the arguments the demo
+    /// gave its own (`launch.toml`, written by `cloudbft demo`).
+    pub fn for_dir(dir: &Path) -> LocalProvider {
+        let launch: Launch = std::fs::read_to_string(dir.join(LAUNCH_FILE))
+            .ok()
+            .and_then(|text| toml::from_str(&text).ok())
+            .unwrap_or_default();
+        LocalProvider {
+            dir: dir.to_path_buf(),
+            replica_args: launch.replica_args,
+        }
+    }
+}
+
+impl Provider for LocalProvider {
+    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()> {
+        for r in next.replicas.iter_mut().filter(|r| new.contains(&r.id)) {
+            pin_epoch(&self.dir, r)?;
+        }
+        std::fs::write(shape, toml::to_string(next)?)
+            .with_context(|| format!("writing {}", shape.display()))?;
+        std::fs::create_dir_all(self.dir.join("logs"))?;
+        std::fs::create_dir_all(self.dir.join("pids"))?;
+        for r in next.replicas.iter().filter(|r| new.contains(&r.id)) {
+            let addr: SocketAddr = r
+                .addr
+                .parse()
+                .with_context(|| format!("replica {}.addr", r.id))?;
+            let metrics = SocketAddr::new(addr.ip(), addr.port() + 1000);
+            let name = format!("replica-{}", r.id);
+            let log = self.dir.join("logs").join(format!("{name}.log"));
+            let out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .with_context(|| format!("opening {}", log.display()))?;
+            let mut command = Command::new(std::env::current_exe()?);
+            command
+                .arg("replica")
+                .arg("--config")
+                .arg(shape)
+                .args(["--id", &r.id.to_string(), "--await-epoch"])
+                .args(["--metrics", &metrics.to_string()])
+                .args(&self.replica_args)
+                .stdin(Stdio::null())
+                .stdout(out.try_clone()?)
+                .stderr(out)
+                // Its own session: it outlives this command, and the demo stops it (pids/).
+                .process_group(0);
+            let child = command
+                .spawn()
+                .with_context(|| format!("starting {name}"))?;
+            std::fs::write(
+                self.dir.join("pids").join(format!("{name}.pid")),
+                child.id().to_string(),
+            )?;
+            wait_listening(&name, addr)?;
+        }
+        Ok(())
+    }
+}
+
+/// Replicas the operator starts by hand (a cluster run by hand, docs/operations.md): prints
+/// what to run and waits until they listen.
+pub struct ManualProvider;
+
+impl Provider for ManualProvider {
+    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()> {
+        std::fs::write(shape, toml::to_string(next)?)
+            .with_context(|| format!("writing {}", shape.display()))?;
+        let members: Vec<&ReplicaConfig> = next
+            .replicas
+            .iter()
+            .filter(|r| new.contains(&r.id))
+            .collect();
+        for r in &members {
+            eprintln!(
+                "start replica {} on machine {} (its usigd must serve usig#{}):\n  cloudbft replica \
+                 --config {} --id {} --await-epoch",
+                r.id,
+                r.machine,
+                r.usig,
+                shape.display(),
+                r.id
+            );
+        }
+        for r in members {
+            let addr: SocketAddr = r
+                .addr
+                .parse()
+                .with_context(|| format!("replica {}.addr", r.id))?;
+            wait_listening(&format!("replica {}", r.id), addr)?;
+        }
+        Ok(())
+    }
+}
+
+/// Pins a new replica's USIG epoch from its machine's usigd; a position from an earlier time
+/// in the cluster is kept only if usigd is still in that epoch (otherwise its counter started
+/// over).
+fn pin_epoch(dir: &Path, r: &mut ReplicaConfig) -> Result<()> {
+    let socket = node::usig::default_socket(dir, &r.machine, r.id);
+    let mut client = usig::daemon::client::UsigdClient::connect(&socket, usig::UsigId(r.usig))
+        .with_context(|| {
+            format!(
+                "asking usigd of machine {} for replica {}'s USIG epoch (is the demo running?)",
+                r.machine, r.id
+            )
+        })?;
+    let epoch = client.epoch()?.0;
+    if r.usig_epoch != Some(epoch) {
+        r.usig_start = None;
+    }
+    r.usig_epoch = Some(epoch);
+    Ok(())
+}
+
+fn wait_listening(name: &str, addr: SocketAddr) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if Instant::now() > deadline {
+            bail!("{name} did not listen on {addr} within {START_TIMEOUT:?}: see its log");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! The operator's commands against a running cluster (docs/operations.md, "Scaling"):
+//! `cloudbft scale --groups N`, `cloudbft group add|remove`, `cloudbft partition move`. Each
+//! computes the next configuration, prints the plan (`--dry-run` stops there), starts the new
+//! replicas through a provider, and runs the reconfiguration (crate::operator).
+
+use crate::keygen::SPARES;
+use crate::operator::{Operator, Outcome};
+use crate::provider::{LocalProvider, ManualProvider, Provider};
+use crate::reshape::{self, Spares};
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use proto::config::{Cluster, ClusterConfig};
+use proto::reconfig::{check_successor, describe};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// What every operator command needs.
+#[derive(Args, Debug, Clone)]
+pub struct OperatorArgs {
+    /// The cluster's configuration (a demo's is <data-dir>/cluster.toml).
+    #[arg(long, default_value = "cloudbft-demo/cluster.toml")]
+    pub config: PathBuf,
+    /// The operator's key (default: keys/operator.key next to the configuration).
+    #[arg(long)]
+    pub operator_key: Option<PathBuf>,
+    /// Spare replicas for new groups (default: spares.toml next to the configuration).
+    #[arg(long)]
+    pub spares: Option<PathBuf>,
+    /// Where this command listens for the nodes' answers (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Who starts new replicas: `local` processes next to a `cloudbft demo`, or `manual` (the
+    /// command prints what to start and waits for them).
+    #[arg(long, value_enum, default_value_t = ProviderKind::Local)]
+    pub provider: ProviderKind,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    Local,
+    Manual,
+}
+
+impl OperatorArgs {
+    fn dir(&self) -> PathBuf {
+        self.config
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    }
+
+    fn spares_path(&self) -> PathBuf {
+        self.spares
+            .clone()
+            .unwrap_or_else(|| self.dir().join(SPARES))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ScaleArgs {
+    #[command(flatten)]
+    pub operator: OperatorArgs,
+    /// The number of groups to run.
+    #[arg(long)]
+    pub groups: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GroupCommand {
+    /// Add a group of spare replicas (the lowest spare group id unless --group).
+    Add {
+        #[command(flatten)]
+        operator: OperatorArgs,
+        #[arg(long)]
+        group: Option<u32>,
+        /// The partitions it takes over (default: its fair share).
+        #[arg(long, value_delimiter = ',')]
+        partitions: Option<Vec<u32>>,
+    },
+    /// Remove a group; its partitions go to the groups that serve the fewest.
+    Remove {
+        #[command(flatten)]
+        operator: OperatorArgs,
+        group: u32,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PartitionCommand {
+    /// Move partitions to a group.
+    Move {
+        #[command(flatten)]
+        operator: OperatorArgs,
+        /// Comma-separated partitions.
+        #[arg(value_delimiter = ',')]
+        partitions: Vec<u32>,
+        #[arg(long)]
+        to: u32,
+    },
+}
+
+pub fn scale(args: ScaleArgs) -> Result<()> {
+    let groups = args.groups;
+    change(&args.operator, |config, spares| {
+        reshape::scale(config, spares, groups)
+    })
+}
+
+pub fn group(command: GroupCommand) -> Result<()> {
+    match command {
+        GroupCommand::Add {
+            operator,
+            group,
+            partitions,
+        } => change(&operator, |config, spares| {
+            reshape::add_group(config, spares, group, partitions.clone())
+        }),
+        GroupCommand::Remove { operator, group } => {
+            change(&operator, |config, _| reshape::remove_group(config, group))
+        }
+    }
+}
+
+pub fn partition(command: PartitionCommand) -> Result<()> {
+    let PartitionCommand::Move {
+        operator,
+        partitions,
+        to,
+    } = command;
+    change(&operator, |config, _| {
+        reshape::move_partitions(config, &partitions, to)
+    })
+}
+
+/// Plans the change, prints it, and (unless a dry run) carries it out.
+fn change(
+    args: &OperatorArgs,
+    plan: impl FnOnce(&ClusterConfig, &Spares) -> Result<ClusterConfig>,
+) -> Result<()> {
+    let current = Cluster::load(&args.config)?;
+    let mut spares = Spares::load(&args.spares_path())?;
+    let next = plan(&current.config, &spares)?;
+    check_successor(&current.config, &next)
+        .map_err(|e| anyhow::anyhow!("the change is refused: {e}"))?;
+    println!(
+        "configuration epoch {} -> {}:",
+        current.config.config_epoch, next.config_epoch
+    );
+    for line in describe(&current.config, &next) {
+        println!("  {line}");
+    }
+    if args.dry_run {
+        println!("dry run: nothing was sent");
+        return Ok(());
+    }
+    let outcome = run(args, &current, next, &mut spares)?;
+    println!(
+        "epoch {} runs: everything up to global order {} completed under the old assignment, \
+         everything after it under the new one (closed after {:.2} s, started after {:.2} s)",
+        outcome.config.config_epoch,
+        outcome.cut_order,
+        outcome.closed_after.as_secs_f64(),
+        outcome.started_after.as_secs_f64()
+    );
+    if !outcome.rejoining.is_empty() {
+        println!(
+            "replicas {:?} rejoin the new epoch with a JOIN (they did not report their position)",
+            outcome.rejoining
+        );
+    }
+    if !outcome.silent.is_empty() {
+        println!(
+            "nodes {:?} did not acknowledge the new epoch: they are down or unreachable; they \
+             run it once they receive the configuration (restart them with {})",
+            outcome.silent,
+            args.config.display()
+        );
+    }
+    Ok(())
+}
+
+/// Starts the new replicas, reconfigures, and keeps the outcome: the configuration file and
+/// the spares (removed replicas with the position their USIG sequence continues from).
+pub fn run(
+    args: &OperatorArgs,
+    current: &Cluster,
+    mut next: ClusterConfig,
+    spares: &mut Spares,
+) -> Result<Outcome> {
+    let dir = args.dir();
+    let new: Vec<u32> = next
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| !current.config.replicas.iter().any(|r| r.id == *id))
+        .collect();
+    if !new.is_empty() {
+        let shape = dir.join(format!("cluster-epoch-{}.toml", next.config_epoch));
+        let mut provider: Box<dyn Provider> = match args.provider {
+            ProviderKind::Local => Box::new(LocalProvider::for_dir(&dir)),
+            ProviderKind::Manual => Box::new(ManualProvider),
+        };
+        println!("starting replicas {new:?}");
+        provider.start(&mut next, &new, &shape)?;
+    }
+    let key_path = args
+        .operator_key
+        .clone()
+        .unwrap_or_else(|| dir.join("keys").join("operator.key"));
+    let expected = current.operator_key().context(
+        "the configuration names no operator_key: it was made before online reconfiguration; \
+         make a new cluster with `cloudbft keygen` (or `cloudbft demo` on a new --data-dir)",
+    )?;
+    let key = proto::keys::load(&key_path, Some(&expected))?;
+    let outcome = tokio::runtime::Runtime::new()?.block_on(async {
+        let mut operator = Operator::bind(args.listen, key).await?;
+        operator
+            .reconfigure(current, next, &mut |line| println!("  {line}"))
+            .await
+    })?;
+    std::fs::write(&args.config, toml::to_string(&outcome.config)?)
+        .with_context(|| format!("writing {}", args.config.display()))?;
+    spares.update(&current.config, &outcome.config);
+    for r in &mut spares.replicas {
+        if let Some((start, epoch)) = outcome.positions.get(&r.id) {
+            r.usig_start = start.clone();
+            r.usig_epoch = Some(*epoch);
+        }
+    }
+    spares.save(&args.spares_path())?;
+    Ok(outcome)
+}
