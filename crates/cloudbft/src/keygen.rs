@@ -146,6 +146,7 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         clients: Vec::new(),
         enrollments: Vec::new(),
         operator_key: Some(operator),
+        ek_roots: Vec::new(),
     };
     let candidates = args.shape.candidates as usize;
     // usigd identities per machine: (node id, usig id).

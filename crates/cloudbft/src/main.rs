@@ -8,10 +8,12 @@ mod launch;
 mod nodes;
 mod operator;
 mod overload;
+mod place_cmd;
 mod provider;
 mod reconfigure_cmd;
 mod report;
 mod reshape;
+mod terraform;
 mod tpcc_cmd;
 mod tpcc_run;
 mod usig_cmd;
@@ -66,6 +68,8 @@ enum Command {
     /// Move partitions between the groups of a running cluster.
     #[command(subcommand)]
     Partition(reconfigure_cmd::PartitionCommand),
+    /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
+    Place(place_cmd::PlaceArgs),
 }
 
 /// Runs the command and prints a failure as one line, `error: what: why: ...` (anyhow's
@@ -131,6 +135,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Scale(args) => reconfigure_cmd::scale(args),
         Command::Group(command) => reconfigure_cmd::group(command),
         Command::Partition(command) => reconfigure_cmd::partition(command),
+        Command::Place(args) => place_cmd::place(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

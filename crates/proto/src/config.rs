@@ -46,6 +46,12 @@ pub struct ClusterConfig {
     /// (docs/protocol.md, "Reconfiguration"). Without it the configuration is fixed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_key: Option<String>,
+    /// PEM certificates of the TPM vendors' endorsement-key CAs (roots and intermediates) this
+    /// cluster trusts. When set (with usig = "tpm"), every TPM enrollment must carry an EK
+    /// certificate that chains to one of them, so every identity is known to live in a genuine
+    /// TPM whose endorsement key its TPM identity hashes (docs/usig.md, "Which TPM").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ek_roots: Vec<String>,
 }
 
 /// The last global order and the last position on each partition executed before this
@@ -285,6 +291,7 @@ impl Cluster {
             config.primaries.iter().map(|p| (p.id, &p.machine)),
             None,
         )?;
+        check_ek_roots(&config)?;
         let partition_group = check_groups(&config, n, &directory)?;
         distinct_machines(
             "dbnode",
@@ -485,6 +492,42 @@ fn check_enrolled(
     Ok(())
 }
 
+/// With `ek_roots`, every TPM enrollment's EK certificate must chain to one of them.
+fn check_ek_roots(config: &ClusterConfig) -> Result<(), ConfigError> {
+    if config.ek_roots.is_empty() || config.usig != "tpm" {
+        return Ok(());
+    }
+    let mut roots = Vec::new();
+    for (i, pem) in config.ek_roots.iter().enumerate() {
+        roots.extend(usig::ekcert::pem_certificates(pem).map_err(|e| {
+            invalid(
+                format!("ek_roots[{i}]"),
+                format!("{e}: give the CA certificates in PEM"),
+            )
+        })?);
+    }
+    for record in &config.enrollments {
+        let field = |name: &str| format!("usig_enrollment (id {}).{name}", record.id);
+        let evidence = record
+            .evidence()
+            .map_err(|e| invalid(field(e.field), e.fix))?;
+        let Some((ek, cert)) = evidence.and_then(|e| Some((e.ek_public, e.ek_certificate?))) else {
+            return Err(invalid(
+                field("ek_certificate"),
+                "is required because ek_roots is set: enroll on a TPM with an EK certificate \
+                 (`cloudbft usigd enroll` copies it from the TPM), or remove ek_roots",
+            ));
+        };
+        usig::ekcert::verify_ek_certificate(&cert, &ek, &roots).map_err(|e| {
+            invalid(
+                field("ek_certificate"),
+                format!("{e}; this TPM is not one ek_roots vouches for"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Checks groups: 2f+1 members each on distinct machines (and distinct TPMs), every partition
 /// served by exactly one group. Returns the partition → group map.
 fn check_groups(
@@ -524,10 +567,17 @@ fn check_groups(
             members.iter().map(|r| (r.id, &r.machine)),
             Some(n),
         )?;
-        let mut tpms = BTreeSet::new();
+        // One TPM shows as one TPM identity (the EK's hash, checked against the EK when the
+        // enrollment carries it) and as one attestation key (fixedTPM: it cannot leave it).
+        let (mut tpms, mut aks) = (BTreeSet::new(), BTreeSet::new());
         for r in &members {
-            if let Some(Enrollment::Tpm { tpm_identity, .. }) = directory.get(UsigId(r.usig)) {
-                if !tpms.insert(*tpm_identity) {
+            if let Some(Enrollment::Tpm {
+                tpm_identity,
+                ak_public_key,
+                ..
+            }) = directory.get(UsigId(r.usig))
+            {
+                if !tpms.insert(*tpm_identity) || !aks.insert(*ak_public_key) {
                     return Err(invalid(
                         format!("replica {}.usig", r.id),
                         "shares a TPM with another member of its group: members must be on distinct physical machines",

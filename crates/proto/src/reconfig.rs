@@ -118,6 +118,7 @@ pub fn check_successor(prev: &ClusterConfig, next: &ClusterConfig) -> Result<(),
     same("dbnode", prev.db_nodes == next.db_nodes)?;
     same("client", prev.clients == next.clients)?;
     same("operator_key", prev.operator_key == next.operator_key)?;
+    same("ek_roots", prev.ek_roots == next.ek_roots)?;
     let candidates = |c: &ClusterConfig| -> BTreeSet<(u32, String, String, u64, String)> {
         c.primaries
             .iter()

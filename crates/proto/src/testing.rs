@@ -50,6 +50,7 @@ impl TestCluster {
                 .collect(),
             enrollments: (0..CANDIDATES).map(|id| enrollment(NodeId(id))).collect(),
             operator_key: None,
+            ek_roots: Vec::new(),
         };
         for g in 0..groups {
             c.groups.push(GroupConfig {

@@ -48,6 +48,7 @@ fn valid() -> ClusterConfig {
         clients: Vec::new(),
         enrollments: vec![enrollment(1000)],
         operator_key: None,
+        ek_roots: Vec::new(),
     };
     for g in 0..2u32 {
         for k in 1..=3u32 {

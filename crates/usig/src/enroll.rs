@@ -27,6 +27,29 @@ pub struct EnrollmentRecord {
     /// TPM: hex SHA-256 of the TPM's endorsement key (which machine the identity is on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpm_identity: Option<String>,
+    /// TPM evidence: hex SEC1 uncompressed P-256 endorsement key (65 bytes). With it,
+    /// `tpm_identity` must be its hash: the identity is derived, not claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ek_public: Option<String>,
+    /// TPM evidence: hex DER of the EK certificate the TPM's manufacturer stored, if any
+    /// (checked against the configuration's `ek_roots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ek_certificate: Option<String>,
+    /// TPM evidence: hex of the AK's public area (TPMT_PUBLIC), whose hash is the name a
+    /// credential-activation challenge binds (crate::credential); it must hold `ak_public_key`
+    /// as a restricted fixedTPM signing key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ak_public_area: Option<String>,
+}
+
+/// What a verifier needs to know which TPM an identity's attestation key lives in: the TPM's
+/// endorsement key, its certificate if the manufacturer stored one, and the AK's public area
+/// (for a credential-activation challenge, [`crate::credential::challenge`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TpmEvidence {
+    pub ek_public: [u8; 65],
+    pub ek_certificate: Option<Vec<u8>>,
+    pub ak_public_area: Vec<u8>,
 }
 
 /// A configuration mistake in an enrollment record.
@@ -49,6 +72,9 @@ impl EnrollmentRecord {
             epoch_offset: None,
             pcr: None,
             tpm_identity: None,
+            ek_public: None,
+            ek_certificate: None,
+            ak_public_area: None,
         };
         match enrollment {
             Enrollment::Soft { public_key } => {
@@ -71,8 +97,101 @@ impl EnrollmentRecord {
         record
     }
 
+    /// The record with the TPM evidence of its identity's machine.
+    pub fn with_evidence(mut self, evidence: &TpmEvidence) -> Self {
+        self.ek_public = Some(hex::encode(evidence.ek_public));
+        self.ek_certificate = evidence.ek_certificate.as_ref().map(hex::encode);
+        self.ak_public_area = Some(hex::encode(&evidence.ak_public_area));
+        self
+    }
+
+    /// The TPM evidence, if the record carries it (checked against the rest of the record by
+    /// [`EnrollmentRecord::parse`]).
+    pub fn evidence(&self) -> Result<Option<TpmEvidence>, EnrollmentError> {
+        let err = |field, fix: &str| EnrollmentError {
+            id: self.id,
+            field,
+            fix: fix.to_string(),
+        };
+        let (ek, area) = match (&self.ek_public, &self.ak_public_area) {
+            (None, None) if self.ek_certificate.is_none() => return Ok(None),
+            (Some(_), Some(area)) => (self.hex_field::<65>("ek_public", &self.ek_public)?, area),
+            _ => {
+                return Err(err(
+                    "ek_public",
+                    "TPM evidence needs ek_public and ak_public_area together, as `cloudbft usigd enroll` prints them",
+                ))
+            }
+        };
+        let bytes = |field, text: &str| {
+            hex::decode(text)
+                .map_err(|_| err(field, "must be hex, as `cloudbft usigd enroll` prints it"))
+        };
+        Ok(Some(TpmEvidence {
+            ek_public: ek,
+            ek_certificate: self
+                .ek_certificate
+                .as_deref()
+                .map(|c| bytes("ek_certificate", c))
+                .transpose()?,
+            ak_public_area: bytes("ak_public_area", area)?,
+        }))
+    }
+
+    /// Checks the evidence against the record: the TPM identity is the EK's hash, the AK's
+    /// public area holds the enrolled AK as a restricted fixedTPM signing key, and an EK
+    /// certificate certifies this EK.
+    fn check_evidence(&self, enrollment: &Enrollment) -> Result<(), EnrollmentError> {
+        let (
+            Some(evidence),
+            Enrollment::Tpm {
+                ak_public_key,
+                tpm_identity,
+                ..
+            },
+        ) = (self.evidence()?, enrollment)
+        else {
+            return Ok(());
+        };
+        let err = |field, fix: String| EnrollmentError {
+            id: self.id,
+            field,
+            fix,
+        };
+        if crate::tpm::device::tpm_identity_of(&evidence.ek_public) != *tpm_identity {
+            return Err(err(
+                "tpm_identity",
+                "is not the SHA-256 of ek_public: the record claims another TPM than its endorsement key; enroll again".into(),
+            ));
+        }
+        let area_key = crate::tpm::device::ak_key_of_public_area(&evidence.ak_public_area)
+            .map_err(|e| err("ak_public_area", e.to_string()))?;
+        if area_key != *ak_public_key {
+            return Err(err(
+                "ak_public_area",
+                "holds another key than ak_public_key; enroll again".into(),
+            ));
+        }
+        if let Some(cert) = &evidence.ek_certificate {
+            // Only that it certifies this EK here; the chain is checked against the
+            // configuration's pinned roots.
+            match crate::ekcert::verify_ek_certificate(cert, &evidence.ek_public, &[]) {
+                Err(crate::ekcert::EkCertError::Untrusted) => {}
+                Err(e) => return Err(err("ek_certificate", e.to_string())),
+                Ok(()) => unreachable!("no pinned roots"),
+            }
+        }
+        Ok(())
+    }
+
     /// Validates the record.
     pub fn parse(&self) -> Result<(UsigId, Enrollment), EnrollmentError> {
+        let parsed = self.parse_fields()?;
+        self.check_evidence(&parsed.1)?;
+        Ok(parsed)
+    }
+
+    fn parse_fields(&self) -> Result<(UsigId, Enrollment), EnrollmentError> {
         let err = |field, fix: &str| EnrollmentError {
             id: self.id,
             field,

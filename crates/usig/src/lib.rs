@@ -11,11 +11,16 @@
 //! - [`soft`]: Ed25519 backend for development and benchmarks.
 //! - [`tpm`]: the TPM 2.0 backend (PCR hash chain + quote by a restricted attestation key).
 //! - [`daemon`]: usigd, which owns a machine's TPM and serves its VMs, one chain per identity.
+//! - [`credential`] and [`ekcert`]: proving that an identity's attestation key lives in a
+//!   particular TPM (credential activation against its endorsement key, and the EK's
+//!   certificate chain), so that a group can refuse two members on one TPM.
 //!
 //! `docs/usig.md` gives the construction and its threat model.
 
 pub mod attest;
+pub mod credential;
 pub mod daemon;
+pub mod ekcert;
 pub mod enroll;
 pub mod order;
 pub mod soft;
@@ -24,7 +29,7 @@ pub mod tpm;
 pub mod verify;
 pub mod warrant;
 
-pub use enroll::{EnrollmentError, EnrollmentRecord};
+pub use enroll::{EnrollmentError, EnrollmentRecord, TpmEvidence};
 pub use order::{Delivered, OrderedVerifier, DEFAULT_WINDOW};
 pub use verify::{ChainLink, Directory, Enrollment, VerifyError};
 pub use warrant::{

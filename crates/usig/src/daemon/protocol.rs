@@ -5,8 +5,10 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; a client and usigd must agree at `Hello`.
 pub const PROTOCOL_VERSION: u16 = 1;
-/// Largest frame either side sends or accepts (a TPM warrant is about 300 bytes).
-pub const MAX_FRAME: usize = 4096;
+/// Largest frame either side sends or accepts (a TPM warrant is about 300 bytes; an
+/// enrollment record with the TPM's evidence, in hex, up to a few KiB with a large EK
+/// certificate).
+pub const MAX_FRAME: usize = 16384;
 
 /// What a VM asks usigd.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

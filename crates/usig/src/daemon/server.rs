@@ -89,16 +89,24 @@ impl UsigdBackend {
     }
 
     /// What the cluster configuration must record for `identity`.
+    /// With a TPM the record carries the TPM's evidence (EK, EK certificate, AK public area),
+    /// checked by a credential activation on this TPM first.
     pub fn enrollment(&mut self, identity: UsigId) -> Result<EnrollmentRecord, UsigError> {
-        let enrollment = match self {
-            UsigdBackend::Soft(soft) => Enrollment::Soft {
-                public_key: soft_usig(soft, identity)?.public_key(),
-            },
-            UsigdBackend::Tpm(tpm) => tpm
-                .enrollment(identity)
-                .ok_or(UsigError::UnknownIdentity(identity))?,
-        };
-        Ok(EnrollmentRecord::new(identity, &enrollment))
+        match self {
+            UsigdBackend::Soft(soft) => Ok(EnrollmentRecord::new(
+                identity,
+                &Enrollment::Soft {
+                    public_key: soft_usig(soft, identity)?.public_key(),
+                },
+            )),
+            UsigdBackend::Tpm(tpm) => {
+                let enrollment = tpm
+                    .enrollment(identity)
+                    .ok_or(UsigError::UnknownIdentity(identity))?;
+                let evidence = tpm.evidence()?;
+                Ok(EnrollmentRecord::new(identity, &enrollment).with_evidence(&evidence))
+            }
+        }
     }
 }
 

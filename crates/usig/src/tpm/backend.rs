@@ -9,6 +9,8 @@
 use super::chain::{ChainFile, ChainPosition};
 use super::device::{AkBlob, AkPublicKey, TpmDevice};
 use crate::attest::QuoteAttest;
+use crate::credential;
+use crate::enroll::TpmEvidence;
 use crate::verify::Enrollment;
 use crate::warrant::{
     sha256, tpm_entry, Certificate, Epoch, EpochOffset, MessageDigest, TpmCertificate,
@@ -44,6 +46,9 @@ pub struct TpmBackend {
     epoch: Epoch,
     epoch_offset: EpochOffset,
     slots: BTreeMap<UsigId, Slot>,
+    /// The evidence once checked: it holds as long as this AK (the EK never changes), and a VM
+    /// asking for its enrollment again must not cost the TPM another activation.
+    evidence: Option<TpmEvidence>,
 }
 
 impl TpmBackend {
@@ -77,6 +82,7 @@ impl TpmBackend {
             epoch,
             epoch_offset,
             slots: BTreeMap::new(),
+            evidence: None,
         })
     }
 
@@ -117,6 +123,30 @@ impl TpmBackend {
             pcr: slot.chain.position.pcr,
             tpm_identity: self.tpm_identity,
         })
+    }
+
+    /// What a verifier needs to know which TPM this backend's attestation key lives in: the
+    /// EK, its certificate if the TPM has one, and the AK's public area. Before handing it out
+    /// the backend activates a credential made for that EK and AK (as a remote verifier would,
+    /// [`crate::credential`]): evidence whose AK and EK are not in one TPM is never exported.
+    pub fn evidence(&mut self) -> Result<TpmEvidence, UsigError> {
+        if let Some(evidence) = &self.evidence {
+            return Ok(evidence.clone());
+        }
+        let evidence = TpmEvidence {
+            ek_public: self.device.ek_public()?,
+            ek_certificate: self.device.ek_certificate()?,
+            ak_public_area: self.device.ak_public_area()?,
+        };
+        let (challenge, expected) =
+            credential::challenge(&evidence.ek_public, &evidence.ak_public_area)
+                .map_err(|e| UsigError::Config(format!("credential challenge: {e}")))?;
+        let answer = self.device.activate_credential(&challenge)?;
+        expected
+            .check(&answer)
+            .map_err(|e| UsigError::Config(format!("this TPM's evidence: {e}")))?;
+        self.evidence = Some(evidence.clone());
+        Ok(evidence)
     }
 
     /// Warrants `digest` as `identity`'s next counter. If the TPM connection fails, reconnects

@@ -25,24 +25,29 @@
 
 use std::str::FromStr;
 
+use crate::credential::Challenge;
 use tss_esapi::{
     abstraction::{ek, AsymmetricAlgorithmSelection},
+    attributes::NvIndexAttributesBuilder,
     attributes::{ObjectAttributes, ObjectAttributesBuilder},
     constants::{
         tss::{TPM2_LOADED_SESSION_FIRST, TPM2_TRANSIENT_FIRST},
-        CapabilityType,
+        CapabilityType, SessionType,
     },
-    handles::{KeyHandle, ObjectHandle, PcrHandle, TpmHandle},
+    handles::{
+        AuthHandle, KeyHandle, NvIndexTpmHandle, ObjectHandle, PcrHandle, SessionHandle, TpmHandle,
+    },
     interface_types::{
         algorithm::{HashingAlgorithm, PublicAlgorithm},
         ecc::EccCurve,
-        resource_handles::Hierarchy,
-        session_handles::AuthSession,
+        resource_handles::{Hierarchy, NvAuth, Provision},
+        session_handles::{AuthSession, PolicySession},
     },
     structures::{
-        Attest, CapabilityData, Data, Digest, DigestValues, EccPoint, EccScheme, HashScheme,
-        KeyDerivationFunctionScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private,
-        Public, PublicBuilder, PublicEccParametersBuilder, Signature, SignatureScheme,
+        Attest, CapabilityData, Data, Digest, DigestValues, EccPoint, EccScheme, EncryptedSecret,
+        HashScheme, IdObject, KeyDerivationFunctionScheme, MaxNvBuffer, NvPublicBuilder,
+        PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private, Public, PublicBuilder,
+        PublicEccParametersBuilder, Signature, SignatureScheme, SymmetricDefinition,
         SymmetricDefinitionObject,
     },
     tcti_ldr::TctiNameConf,
@@ -50,6 +55,8 @@ use tss_esapi::{
     Context,
 };
 
+/// TCG NV index of the certificate of the ECC NIST P-256 EK (EK Credential Profile).
+const EK_CERT_P256_NV_INDEX: u32 = 0x01c0_000a;
 /// Highest PCR index of a PC-client TPM (24 PCRs per bank).
 const MAX_PCR: u8 = 23;
 /// How many leftover handles of one kind we look at on connect.
@@ -90,6 +97,28 @@ pub enum TpmError {
     /// An [`AkBlob`] is malformed or does not describe a usable AK.
     #[error("invalid AK blob: {0}; re-create the AK with create_ak")]
     InvalidBlob(String),
+}
+
+/// SHA-256 of an EK point's `x || y`: the TPM identity enrollment records carry.
+pub fn tpm_identity_of(ek_public: &[u8; 65]) -> [u8; 32] {
+    ring::digest::digest(&ring::digest::SHA256, &ek_public[1..])
+        .as_ref()
+        .try_into()
+        .expect("32 bytes")
+}
+
+/// The AK public key in a marshalled TPMT_PUBLIC, refused unless the area is the restricted
+/// fixedTPM ECDSA-SHA256 P-256 signing key verifiers expect (software only: no TPM needed).
+pub fn ak_key_of_public_area(area: &[u8]) -> Result<[u8; 65], TpmError> {
+    let public = Public::unmarshall(area)
+        .map_err(|e| TpmError::InvalidBlob(format!("AK public area: {e}")))?;
+    if public.marshall().ok().as_deref() != Some(area) {
+        return Err(TpmError::InvalidBlob(
+            "AK public area has trailing or non-canonical bytes".into(),
+        ));
+    }
+    check_ak_template(&public)?;
+    ecc_point(&public, "AK public area")
 }
 
 /// Attaches the name of the failed operation to a tss-esapi error.
@@ -137,6 +166,8 @@ struct LoadedAk {
     handle: KeyHandle,
     name: Vec<u8>,
     key: AkPublicKey,
+    /// Marshalled TPMT_PUBLIC: what a verifier hashes to the AK's name.
+    public_area: Vec<u8>,
 }
 
 /// One connection to a TPM. Owns the ESAPI context.
@@ -218,15 +249,131 @@ impl TpmDevice {
     /// A stable identity for this TPM: sha256 of the EK public key's `x || y`
     /// (coordinates left-padded to 32 bytes). Used at enrollment.
     pub fn tpm_identity(&mut self) -> Result<[u8; 32], TpmError> {
+        Ok(tpm_identity_of(&self.ek_public()?))
+    }
+
+    /// The public key of the TPM's endorsement key (the TCG default ECC NIST P-256 EK, which
+    /// the TPM re-derives from its endorsement seed: the same key for the TPM's lifetime), as an
+    /// uncompressed SEC1 point.
+    pub fn ek_public(&mut self) -> Result<[u8; 65], TpmError> {
         let ek_public = self.with_ek(|ctx, ek| {
             let (public, _, _) = ctx.read_public(ek).map_err(cmd("read EK public"))?;
             Ok(public)
         })?;
-        let point = ecc_point(&ek_public, "read EK public")?;
-        let digest = ring::digest::digest(&ring::digest::SHA256, &point[1..]);
-        let mut id = [0u8; 32];
-        id.copy_from_slice(digest.as_ref());
-        Ok(id)
+        ecc_point(&ek_public, "read EK public")
+    }
+
+    /// The EK certificate the TPM's manufacturer stored at the TCG index for the ECC P-256 EK
+    /// (0x01c0000a), if there is one.
+    pub fn ek_certificate(&mut self) -> Result<Option<Vec<u8>>, TpmError> {
+        let present = list_handles(&mut self.ctx, EK_CERT_P256_NV_INDEX)?
+            .iter()
+            .any(|h| u32::from(*h) == EK_CERT_P256_NV_INDEX);
+        if !present {
+            return Ok(None);
+        }
+        ek::retrieve_ek_pubcert(
+            &mut self.ctx,
+            AsymmetricAlgorithmSelection::Ecc(EccCurve::NistP256),
+        )
+        .map(Some)
+        .map_err(cmd("read EK certificate"))
+    }
+
+    /// Stores `certificate` (DER) as the EK certificate at the TCG index (0x01c0000a), as a
+    /// manufacturer does: for software TPMs and tests (swtpm_localca issues the certificate).
+    /// Owner authorisation (empty) is used; an existing certificate is kept and refused.
+    pub fn store_ek_certificate(&mut self, certificate: &[u8]) -> Result<(), TpmError> {
+        let index = NvIndexTpmHandle::new(EK_CERT_P256_NV_INDEX).map_err(cmd("NV index"))?;
+        let attributes = NvIndexAttributesBuilder::new()
+            .with_owner_write(true)
+            .with_owner_read(true)
+            .with_auth_read(true)
+            .with_no_da(true)
+            .build()
+            .map_err(cmd("NV attributes"))?;
+        let size = u16::try_from(certificate.len())
+            .map_err(|_| unexpected("NV_DefineSpace", "certificate larger than 64 KiB"))?;
+        let public = NvPublicBuilder::new()
+            .with_nv_index(index)
+            .with_index_name_algorithm(HashingAlgorithm::Sha256)
+            .with_index_attributes(attributes)
+            .with_data_area_size(usize::from(size))
+            .build()
+            .map_err(cmd("NV public"))?;
+        let handle = self
+            .ctx
+            .execute_with_session(Some(AuthSession::Password), |ctx| {
+                ctx.nv_define_space(Provision::Owner, None, public)
+            })
+            .map_err(cmd("NV_DefineSpace"))?;
+        for (i, chunk) in certificate.chunks(512).enumerate() {
+            let data = MaxNvBuffer::try_from(chunk.to_vec()).map_err(cmd("NV_Write"))?;
+            self.ctx
+                .execute_with_session(Some(AuthSession::Password), |ctx| {
+                    ctx.nv_write(NvAuth::Owner, handle, data, (i * 512) as u16)
+                })
+                .map_err(cmd("NV_Write"))?;
+        }
+        self.ctx
+            .tr_close(&mut ObjectHandle::from(handle))
+            .map_err(cmd("close NV handle"))
+    }
+
+    /// Marshalled TPMT_PUBLIC of the loaded AK: what a verifier needs for the AK's name.
+    pub fn ak_public_area(&self) -> Result<Vec<u8>, TpmError> {
+        Ok(self.loaded_ak()?.public_area.clone())
+    }
+
+    /// `TPM2_ActivateCredential` of `challenge` with the loaded AK and the EK: the secret,
+    /// which the TPM releases only if the challenge was made for this EK and the AK's name.
+    pub fn activate_credential(&mut self, challenge: &Challenge) -> Result<Vec<u8>, TpmError> {
+        let ak = self.loaded_ak()?.handle;
+        let blob = IdObject::try_from(challenge.credential_blob.clone())
+            .map_err(cmd("ActivateCredential blob"))?;
+        let secret = EncryptedSecret::try_from(challenge.encrypted_secret.clone())
+            .map_err(cmd("ActivateCredential secret"))?;
+        self.with_ek(|ctx, ek| {
+            // The EK's policy: PolicySecret(TPM_RH_ENDORSEMENT), with the (empty) endorsement
+            // authorisation.
+            let session = ctx
+                .start_auth_session(
+                    None,
+                    None,
+                    None,
+                    SessionType::Policy,
+                    SymmetricDefinition::Null,
+                    HashingAlgorithm::Sha256,
+                )
+                .map_err(cmd("start policy session"))?
+                .ok_or_else(|| unexpected("StartAuthSession", "no session"))?;
+            let activated = PolicySession::try_from(session)
+                .map_err(cmd("policy session"))
+                .and_then(|policy| {
+                    ctx.execute_with_session(Some(AuthSession::Password), |ctx| {
+                        ctx.policy_secret(
+                            policy,
+                            AuthHandle::Endorsement,
+                            Default::default(),
+                            Default::default(),
+                            Default::default(),
+                            None,
+                        )
+                    })
+                    .map_err(cmd("PolicySecret"))
+                })
+                .and_then(|_| {
+                    ctx.execute_with_sessions(
+                        (Some(AuthSession::Password), Some(session), None),
+                        |ctx| ctx.activate_credential(ak, ek, blob, secret),
+                    )
+                    .map_err(cmd("ActivateCredential"))
+                });
+            if let Err(e) = ctx.flush_context(SessionHandle::from(session).into()) {
+                tracing::warn!(error = %e, "cannot flush the policy session");
+            }
+            Ok(activated?.value().to_vec())
+        })
     }
 
     /// The true `(resetCount, restartCount)` of the TPM: the warrant epoch.
@@ -401,6 +548,7 @@ impl TpmDevice {
             handle,
             name: name.value().to_vec(),
             key: AkPublicKey(ecc_point(&public, "read AK public")?),
+            public_area: public.marshall().map_err(cmd("marshal AK public"))?,
         })
     }
 
@@ -708,7 +856,6 @@ mod tests {
     use super::*;
     use crate::tpm::swtpm::Swtpm;
     use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
-    use tss_esapi::{constants::SessionType, structures::SymmetricDefinition};
 
     const PCR: u8 = 7;
     const TPM_GENERATED_VALUE: [u8; 4] = [0xff, 0x54, 0x43, 0x47];

@@ -74,11 +74,106 @@ pub enum SwtpmError {
     /// Every candidate data port was already taken.
     #[error("no free TCP port pair on 127.0.0.1 after {attempts} attempts; see log {log:?}")]
     NoFreePorts { attempts: usize, log: PathBuf },
+    /// swtpm_localca refused to issue a certificate.
+    #[error("swtpm_localca failed ({status}): {output}")]
+    LocalCa { status: ExitStatus, output: String },
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SwtpmError {
     let what = what.into();
     move |source| SwtpmError::Io { what, source }
+}
+
+/// An endorsement-key certificate authority of swtpm's own: `swtpm_localca`, the tool
+/// `swtpm_setup --create-ek-cert` runs (swtpm_setup itself certifies only the RSA-2048 and
+/// P-384 EKs, and the ECC P-256 EK is the one a USIG identity's TPM identity hashes), with its
+/// state in a directory of its own instead of /var/lib/swtpm-localca. It makes a software TPM
+/// look like one with a manufacturer's EK certificate, for tests and development.
+#[derive(Debug)]
+pub struct LocalCa {
+    dir: PathBuf,
+}
+
+impl LocalCa {
+    /// A CA in `dir` (created); its root and issuing certificates appear with the first
+    /// certificate it issues.
+    pub fn new(dir: &Path) -> Result<Self, SwtpmError> {
+        fs::create_dir_all(dir).map_err(io_err(format!("cannot create {dir:?}")))?;
+        let conf = format!(
+            "statedir = {0}\nsigningkey = {0}/signkey.pem\nissuercert = {0}/issuercert.pem\n\
+             certserial = {0}/certserial\n",
+            dir.display()
+        );
+        fs::write(dir.join("localca.conf"), conf)
+            .and_then(|()| fs::write(dir.join("localca.options"), ""))
+            .map_err(io_err(format!(
+                "cannot write the CA configuration in {dir:?}"
+            )))?;
+        Ok(LocalCa {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Issues a DER EK certificate for the ECC P-256 endorsement key `ek_public` (uncompressed
+    /// SEC1 point), naming swtpm as the TPM's manufacturer and model.
+    pub fn issue_ek_certificate(&self, ek_public: &[u8; 65]) -> Result<Vec<u8>, SwtpmError> {
+        let out = self.dir.join(format!("issue-{:016x}", random()));
+        fs::create_dir_all(&out).map_err(io_err(format!("cannot create {out:?}")))?;
+        let ek = format!(
+            "x={},y={},id=secp256r1",
+            hex::encode(&ek_public[1..33]),
+            hex::encode(&ek_public[33..])
+        );
+        let output = Command::new("swtpm_localca")
+            .args(["--type", "ek", "--ek", &ek, "--dir"])
+            .arg(&out)
+            .args(["--tpm2", "--configfile"])
+            .arg(self.dir.join("localca.conf"))
+            .arg("--optsfile")
+            .arg(self.dir.join("localca.options"))
+            .args([
+                "--tpm-manufacturer",
+                "id:00001014",
+                "--tpm-model",
+                "swtpm",
+                "--tpm-version",
+                "id:20191023",
+                "--tpm-spec-family",
+                "2.0",
+                "--tpm-spec-level",
+                "0",
+                "--tpm-spec-revision",
+                "164",
+            ])
+            .output()
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::NotFound => SwtpmError::NotInstalled { source },
+                _ => io_err("cannot run swtpm_localca")(source),
+            })?;
+        if !output.status.success() {
+            return Err(SwtpmError::LocalCa {
+                status: output.status,
+                output: String::from_utf8_lossy(&[output.stdout, output.stderr].concat())
+                    .trim()
+                    .to_string(),
+            });
+        }
+        let cert = fs::read(out.join("ek.cert")).map_err(io_err(format!(
+            "swtpm_localca wrote no {:?}",
+            out.join("ek.cert")
+        )))?;
+        let _ = fs::remove_dir_all(&out);
+        Ok(cert)
+    }
+
+    /// The CA's root and issuing certificates (PEM): what a cluster pins as `ek_roots`.
+    pub fn certificates_pem(&self) -> Result<String, SwtpmError> {
+        let read = |name: &str| {
+            fs::read_to_string(self.dir.join(name))
+                .map_err(io_err(format!("cannot read {:?}", self.dir.join(name))))
+        };
+        Ok(read("swtpm-localca-rootca-cert.pem")? + &read("issuercert.pem")?)
+    }
 }
 
 /// A running `swtpm socket --tpm2` child process, killed on Drop.
