@@ -1,5 +1,5 @@
-//! The benchmarks' plots as self-contained SVG (no plotting dependency): latency CDFs, and
-//! time series in stacked panels.
+//! What the benchmarks write: results as JSON, and plots as self-contained SVG (no plotting
+//! dependency): latency CDFs, and time series in stacked panels.
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
@@ -14,6 +14,14 @@ const M: f64 = 50.0;
 const COLOURS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 ];
+
+/// Writes a run's `report` as JSON to `path` and says so.
+pub fn write_json(path: &Path, report: &impl serde::Serialize) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
 
 /// Writes the cumulative distributions of `series` (label, latencies in microseconds) with a
 /// logarithmic x axis, one line each.

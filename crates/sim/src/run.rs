@@ -413,8 +413,15 @@ impl World {
     }
 
     fn tick(&mut self) {
-        for (core, _) in self.primaries.values_mut() {
-            core.on_tick();
+        let ids: Vec<NodeId> = self.primaries.keys().copied().collect();
+        let ids: Vec<NodeId> = ids.into_iter().filter(|&id| !self.crashed(id)).collect();
+        for id in ids {
+            let actions = self
+                .primaries
+                .get_mut(&id)
+                .map(|(core, _)| core.on_tick())
+                .unwrap_or_default();
+            self.primary_actions(id, actions);
         }
         self.restart_replicas();
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
