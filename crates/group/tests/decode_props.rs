@@ -31,13 +31,15 @@ fn check_reader(bytes: &[u8]) {
     }
 }
 
-/// A book as its fields encode (postcard encodes a struct as its fields in order).
+/// A book as its fields encode (postcard encodes a struct as its fields in order): partitions,
+/// next order, next sequence per partition, client table, incarnations, closed.
 type BookFields = (
     u32,
     u64,
     Vec<u64>,
     BTreeMap<ClientId, u64>,
     BTreeMap<NodeId, Incarnation>,
+    bool,
 );
 
 fn book_fields(partitions: u32) -> impl Strategy<Value = BookFields> {
@@ -51,10 +53,20 @@ fn book_fields(partitions: u32) -> impl Strategy<Value = BookFields> {
                 .prop_map(|(epoch, counter)| Incarnation { epoch, counter }),
             0..4,
         ),
+        any::<bool>(),
     )
-        .prop_map(move |(next_order, next_seq, clients, incarnations)| {
-            (partitions, next_order, next_seq, clients, incarnations)
-        })
+        .prop_map(
+            move |(next_order, next_seq, clients, incarnations, closed)| {
+                (
+                    partitions,
+                    next_order,
+                    next_seq,
+                    clients,
+                    incarnations,
+                    closed,
+                )
+            },
+        )
 }
 
 proptest! {

@@ -88,21 +88,25 @@ fn prepare() -> impl Strategy<Value = Prepare> {
         proptest::collection::vec((any::<u32>(), request()), 0..3),
         proptest::collection::vec(join(), 0..2),
         warrant(),
+        proptest::option::of(reconfigure()),
     )
-        .prop_map(|(view, epoch, primary, entries, joins, ui)| Prepare {
-            view: View(view),
-            config_epoch: ConfigEpoch(epoch),
-            primary: NodeId(primary),
-            entries: entries
-                .into_iter()
-                .map(|(g, request)| PrepareEntry {
-                    group: GroupId(g),
-                    request,
-                })
-                .collect(),
-            joins,
-            ui,
-        })
+        .prop_map(
+            |(view, epoch, primary, entries, joins, ui, reconfigure)| Prepare {
+                view: View(view),
+                config_epoch: ConfigEpoch(epoch),
+                primary: NodeId(primary),
+                entries: entries
+                    .into_iter()
+                    .map(|(g, request)| PrepareEntry {
+                        group: GroupId(g),
+                        request,
+                    })
+                    .collect(),
+                joins,
+                reconfigure: reconfigure.map(Box::new),
+                ui,
+            },
+        )
 }
 
 fn commit() -> impl Strategy<Value = Commit> {
@@ -232,6 +236,102 @@ fn value() -> impl Strategy<Value = Value> {
     ]
 }
 
+fn reconfigure() -> impl Strategy<Value = Reconfigure> {
+    (any::<u64>(), ".{0,32}", ".{0,16}", signature()).prop_map(
+        |(epoch, next, reply_to, signature)| Reconfigure {
+            config_epoch: ConfigEpoch(epoch),
+            next,
+            reply_to,
+            signature,
+        },
+    )
+}
+
+fn epoch_close() -> impl Strategy<Value = EpochClose> {
+    (
+        any::<u32>(),
+        any::<u64>().prop_map(ConfigEpoch),
+        any::<u64>(),
+        any::<u64>(),
+        digest(),
+        digest(),
+        signature(),
+    )
+        .prop_map(
+            |(replica, config_epoch, view, slot, chain, book, signature)| EpochClose {
+                replica: NodeId(replica),
+                config_epoch,
+                view: View(view),
+                slot,
+                chain,
+                book,
+                signature,
+            },
+        )
+}
+
+/// The reconfiguration messages (docs/protocol.md, "Reconfiguration").
+fn reconfiguration() -> impl Strategy<Value = Message> {
+    let epoch = any::<u64>().prop_map(ConfigEpoch);
+    prop_oneof![
+        reconfigure().prop_map(Message::Reconfigure),
+        epoch_close().prop_map(Message::EpochClose),
+        (
+            ".{0,32}",
+            proptest::collection::vec(epoch_close(), 0..2),
+            bytes(32),
+            ".{0,16}",
+            signature()
+        )
+            .prop_map(|(config, certificate, book, reply_to, signature)| {
+                Message::Configure(Box::new(Configure {
+                    config,
+                    certificate,
+                    book,
+                    reply_to,
+                    signature,
+                }))
+            }),
+        (epoch.clone(), ".{0,16}", signature()).prop_map(|(config_epoch, reply_to, signature)| {
+            Message::PositionRequest(PositionRequest {
+                config_epoch,
+                reply_to,
+                signature,
+            })
+        }),
+        (
+            any::<u32>(),
+            epoch.clone(),
+            proptest::option::of((digest(), warrant())),
+            proptest::option::of(bytes(32)),
+            signature()
+        )
+            .prop_map(|(node, config_epoch, last, book, signature)| {
+                Message::PositionReport(PositionReport {
+                    node: NodeId(node),
+                    config_epoch,
+                    last,
+                    book,
+                    signature,
+                })
+            }),
+        (any::<u64>(), epoch.clone(), signature()).prop_map(|(client, config_epoch, signature)| {
+            Message::ConfigRequest(ConfigRequest {
+                client: ClientId(client),
+                config_epoch,
+                signature,
+            })
+        }),
+        (any::<u32>(), epoch, signature()).prop_map(|(node, config_epoch, signature)| {
+            Message::EpochStarted(reconfig::EpochStarted {
+                node: NodeId(node),
+                config_epoch,
+                signature,
+            })
+        }),
+    ]
+}
+
 fn message() -> impl Strategy<Value = Message> {
     let node = any::<u32>().prop_map(NodeId);
     prop_oneof![
@@ -292,6 +392,7 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(
                 |(view, group, replica, client, timestamp, page, signature)| Message::Reply(
                     Reply {
+                        config_epoch: ConfigEpoch(view),
                         view: View(view),
                         group: GroupId(group),
                         replica,
@@ -409,6 +510,7 @@ fn message() -> impl Strategy<Value = Message> {
                     signature,
                 }))
             }),
+        reconfiguration(),
     ]
 }
 
@@ -480,8 +582,8 @@ fn redundant_varint_bytes_are_refused() {
         signature: Signature([0; 64]),
     });
     let canonical = Envelope::encode(&message);
-    // version 2, variant 16, replica 0, the signature's length 64, then its bytes.
-    assert_eq!(canonical[..4], [2, 16, 0, 64]);
+    // The version, variant 16, replica 0, the signature's length 64, then its bytes.
+    assert_eq!(canonical[..4], [message::PROTOCOL_VERSION as u8, 16, 0, 64]);
     assert_eq!(Envelope::decode(&canonical).unwrap(), message);
     let mut overlong = canonical.clone();
     overlong.splice(2..3, [0x80, 0x00]);
