@@ -7,11 +7,12 @@ use dbvote::{BankOp, BankResult};
 use group::order::OrderBook;
 use proto::testing::{self, TestCluster};
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, DbCheckpoint,
-    Envelope, Execution, FetchCommits, FetchPrepares, GroupId, Join, Lineage, Message, NewView,
-    NodeId, Prepare, PrepareEntry, Proposal, RecoveryRequest, RecoveryState, Reply, ReplyCommitDb,
-    ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest, TableRows, Value, View,
-    ViewChange, ViewChangeBody, Warranted,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, ConfigRequest,
+    Configure, DbCheckpoint, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
+    FetchPrepares, GroupId, Join, Lineage, Message, NewView, NodeId, PositionReport,
+    PositionRequest, Prepare, PrepareEntry, Proposal, Reconfigure, RecoveryRequest, RecoveryState,
+    Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
+    TableRows, Value, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::BTreeMap;
 use tpcc::txn::{
@@ -104,6 +105,7 @@ impl Seeds {
                 PRIMARY,
                 &entries,
                 &joins,
+                None,
             ))
             .expect("soft warrant");
         let prepare = Prepare {
@@ -112,6 +114,7 @@ impl Seeds {
             primary: PRIMARY,
             entries,
             joins,
+            reconfigure: None,
             ui,
         };
         let proposal = prepare.digest();
@@ -243,6 +246,20 @@ impl Seeds {
                 .sign(&key),
             ))
         };
+        // Reconfiguration: the next epoch's configuration and the certificate of this one's end
+        // (signatures are not checked by the decoders).
+        let next = toml::to_string(&self.cluster.cluster.config).expect("a config is TOML");
+        let book = OrderBook::new(&self.cluster.cluster).encode();
+        let close = EpochClose {
+            replica: REPLICA,
+            config_epoch: EPOCH,
+            view: View(0),
+            slot: 1,
+            chain: self.commit.prefix,
+            book: MessageDigest::of(&book),
+            signature: Signature([0; 64]),
+        }
+        .sign(&key);
         let mut tpm_commit = self.commit.clone();
         tpm_commit.ui = self.tpm.clone();
         vec![
@@ -286,6 +303,7 @@ impl Seeds {
             ),
             Message::Reply(
                 Reply {
+                    config_epoch: EPOCH,
                     view: View(0),
                     group: GroupId(0),
                     replica: REPLICA,
@@ -381,6 +399,42 @@ impl Seeds {
                 Some(new_views[0].encode()),
             ),
             recovery_state(Proposal::Prepare(self.prepare.clone()), None),
+            Message::Reconfigure(Reconfigure {
+                config_epoch: EPOCH,
+                next: next.clone(),
+                reply_to: "127.0.0.1:7000".into(),
+                signature: Signature([0; 64]),
+            }),
+            Message::EpochClose(close.clone()),
+            Message::Configure(Box::new(Configure {
+                config: next,
+                certificate: vec![close],
+                book: book.clone(),
+                reply_to: "127.0.0.1:7000".into(),
+                signature: Signature([0; 64]),
+            })),
+            Message::PositionRequest(PositionRequest {
+                config_epoch: ConfigEpoch(2),
+                reply_to: "127.0.0.1:7000".into(),
+                signature: Signature([0; 64]),
+            }),
+            Message::PositionReport(PositionReport {
+                node: REPLICA,
+                config_epoch: EPOCH,
+                last: Some((MessageDigest::of(b"last"), self.commit.ui.clone())),
+                book: Some(book),
+                signature: Signature([0; 64]),
+            }),
+            Message::ConfigRequest(ConfigRequest {
+                client: ClientId(1),
+                config_epoch: EPOCH,
+                signature: Signature([0; 64]),
+            }),
+            Message::EpochStarted(EpochStarted {
+                node: REPLICA,
+                config_epoch: ConfigEpoch(2),
+                signature: Signature([0; 64]),
+            }),
         ]
     }
 
