@@ -34,7 +34,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use forms::{App, Fields, FormSpec};
+use forms::{App, FormSpec};
 use net::metrics::Registry;
 use std::collections::HashMap;
 use std::io;
@@ -124,6 +124,32 @@ pub fn router(
         .method_not_allowed_fallback(|| async { StatusCode::METHOD_NOT_ALLOWED })
         .with_state(gate);
     Ok(protect::protect(router, &options.limits, &options.metrics))
+}
+
+/// An operation's declared partitions and its bytes, as the gateway signs and sends them.
+pub type FormOperation = (Vec<proto::PartitionId>, Vec<u8>);
+
+/// What the gateway of a cluster running `application` (with `partitions` partitions) makes of
+/// a form posted to `action` with these fields, as [`router`]'s handlers do: the operation's
+/// partitions and bytes that it would sign and send, or the refusal shown to the user; `None`
+/// when no form of the application posts there. Public so that the fuzz targets and property
+/// tests check exactly what the gateway would send (`now`: the clock, in Unix seconds).
+pub fn form_operation(
+    application: &str,
+    action: &str,
+    values: &HashMap<String, String>,
+    partitions: u32,
+    now: i64,
+) -> Option<Result<FormOperation, String>> {
+    let spec = App::from_name(application)?
+        .forms()
+        .iter()
+        .find(|spec| spec.action == action)?;
+    Some(
+        spec.operation(values, partitions, now)
+            .map(|op| (op.partitions, op.bytes))
+            .map_err(|bad| bad.to_string()),
+    )
 }
 
 /// A running gateway.
@@ -223,7 +249,7 @@ async fn submit(
             );
         }
     };
-    let operation = match (spec.parse)(&Fields::new(&values, gate.partitions, unix_now())) {
+    let operation = match spec.operation(&values, gate.partitions, unix_now()) {
         Ok(operation) => operation,
         Err(bad) => {
             tracing::debug!(form = spec.id, %bad, "refusing form input");
