@@ -89,7 +89,11 @@ fn main() -> ExitCode {
     // The operator's commands print their own progress; the nodes log what they do.
     let quiet = matches!(
         cli.command,
-        Command::Scale(_) | Command::Group(_) | Command::Partition(_) | Command::Autoscale(_)
+        Command::Scale(_)
+            | Command::Group(_)
+            | Command::Partition(_)
+            | Command::Autoscale(_)
+            | Command::Elastic(_)
     );
     let default = if quiet {
         "warn,net=error"

@@ -921,6 +921,19 @@ impl ReplicaCore {
         self.certificate.as_ref()
     }
 
+    /// Our cached replies, each client's last (to carry into the next configuration epoch's
+    /// core: a client whose reply was lost retransmits there, and its request is a duplicate).
+    pub fn take_replies(&mut self) -> BTreeMap<ClientId, Reply> {
+        std::mem::take(&mut self.replies)
+    }
+
+    /// Replies cached by this replica's core of the previous configuration epoch.
+    pub fn keep_replies(&mut self, replies: BTreeMap<ClientId, Reply>) {
+        for (client, reply) in replies {
+            self.replies.entry(client).or_insert(reply);
+        }
+    }
+
     /// Whether the epoch's last PREPARE is ordered in our history.
     pub fn is_closing(&self) -> bool {
         self.book.is_closed()

@@ -315,15 +315,20 @@ pub async fn run(
                                     tracing::info!(
                                         id = me.0,
                                         epoch = next.epoch().0,
-                                        "removed from the configuration at epoch {}: our work \
-                                         in the previous epoch is done, stopping",
+                                        "removed from the configuration at epoch {}: sending \
+                                         the pages still in the page stage, then stopping",
                                         next.epoch().0
                                     );
+                                    drain(&pages, &peers).await;
                                     break;
                                 }
                                 peers.update(&next)?;
                                 metrics.epoch_closed.set(0);
+                                // Clients whose reply got lost retransmit in the new epoch: the
+                                // request is a duplicate there, answered from this cache.
+                                let replies = e.core.take_replies();
                                 (e, first) = InEpoch::start(&options, next, &app, &key)?;
+                                e.core.keep_replies(replies);
                                 continue;
                             }
                             Some(Err(err)) => {
@@ -515,6 +520,24 @@ pub async fn run(
     tracing::info!(id = me.0, "replica stopping");
     peers.shutdown().await;
     Ok(())
+}
+
+/// How long a removed replica waits for its last pages and replies to go out.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Waits until the page stage is idle and the transport has handed every queued frame to its
+/// connection (at most [`DRAIN_TIMEOUT`]): a replica that leaves the configuration still owes
+/// its clients the replies of the requests it executed.
+async fn drain(pages: &PageStage, peers: &Peers) {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while Instant::now() < deadline {
+        let idle = pages.queued() == 0 && pages.busy() == 0;
+        if idle && peers.transport().queue_depths().outbound == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!("stopping with replies still queued (a client unreachable?)");
 }
 
 /// Sends a REPLY once its page went through the page stage (at once without one).
