@@ -934,12 +934,21 @@ impl ReplicaCore {
 
     /// Stops warranting anything in this epoch: the operator asked where our USIG sequence
     /// stands, and the next epoch continues right after our last warrant. Messages warranted
-    /// already still go out.
+    /// already still go out. A frozen core still re-sends its decided executions to the
+    /// database nodes that have not answered and answers clients from its reply cache: the
+    /// driver keeps it after the next epoch started until its epoch's work is done
+    /// ([`ReplicaCore::finished`]).
     pub fn freeze(&mut self) {
         self.frozen = true;
         self.to_warrant.clear();
         self.checkpoint_due.clear();
         self.view_change_due = None;
+    }
+
+    /// Whether every decided execution got the results of every database node (or was given
+    /// up for state transfer): a closed epoch's core has nothing left to send.
+    pub fn finished(&self) -> bool {
+        self.awaiting.is_empty()
     }
 
     /// Whether our USIG is warranting something now (a frozen replica reports its position only
@@ -1898,8 +1907,12 @@ impl ReplicaCore {
             r.asked = now;
             return vec![Action::SendJoin(join), Action::RequestRecovery];
         }
+        // Frozen for the operator, and kept by the driver after the next epoch started: it
+        // warrants nothing more, but its epoch's decisions still go to the database nodes that
+        // have not answered (nobody else can send them any more: the next epoch's cores start
+        // empty), and its reply cache still answers retransmissions.
         if self.frozen {
-            return Vec::new();
+            return self.resend_commit_dbs(now);
         }
         if self.far_behind() {
             return self.start_over();

@@ -7,8 +7,12 @@
 //! injected at the boundary of a node's core: what it sends is altered and re-signed with its
 //! own key, which is exactly what a compromised node can do.
 
+pub mod checks;
 pub mod model;
 pub mod net;
+pub mod operator;
 pub mod run;
 
-pub use run::{run, Fault, Outcome, Scenario};
+pub use checks::{check, check_reconfigured};
+pub use operator::Reconfigured;
+pub use run::{run, Fault, Outcome, Reshape, Scenario};
