@@ -349,6 +349,9 @@ pub struct ReplicaCore {
     /// The end of our history we signed an EPOCH-CLOSE for, once the epoch's last PREPARE is
     /// ordered (a new view's cut may end it again later, with its NEW-VIEW slot).
     closed_at: Option<u64>,
+    /// Our latest EPOCH-CLOSE and the tick we last sent it: re-sent until the operator asks for
+    /// our position (it then holds the certificate).
+    own_close: Option<(EpochClose, u64)>,
     /// The latest EPOCH-CLOSE of every replica of the epoch.
     closes: BTreeMap<NodeId, EpochClose>,
     /// f+1 matching EPOCH-CLOSEs of every group, once they arrived, and the order book they
@@ -441,6 +444,7 @@ impl ReplicaCore {
             recoveries: 0,
             answered: BTreeMap::new(),
             closed_at: None,
+            own_close: None,
             closes: BTreeMap::new(),
             certificate: None,
             closing_books: BTreeMap::new(),
@@ -876,6 +880,7 @@ impl ReplicaCore {
             "configuration epoch ends here: EPOCH-CLOSE signed"
         );
         self.record_close(close.clone());
+        self.own_close = Some((close.clone(), self.ticks));
         Some(Action::SendEpochClose(close))
     }
 
@@ -1918,6 +1923,15 @@ impl ReplicaCore {
             return self.start_over();
         }
         let mut actions = self.next_warrant();
+        // Sent once, an EPOCH-CLOSE that the operator (or a peer) lost would never come again:
+        // the epoch could not close, and nothing else would replace it (request timers are off
+        // once the epoch's last PREPARE is ordered).
+        if let Some((close, sent)) = self.own_close.as_mut() {
+            if now - *sent >= RECOVERY_RETRY_TICKS {
+                *sent = now;
+                actions.push(Action::SendEpochClose(close.clone()));
+            }
+        }
         let timer = self.timer();
         match self.changing_to {
             // Requests that reach us after the epoch's last PREPARE wait for the next epoch:

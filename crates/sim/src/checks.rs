@@ -10,8 +10,9 @@ pub fn check(scenario: &Scenario, o: &Outcome) {
     for (client, done) in &o.completed {
         assert_eq!(
             *done, scenario.requests_per_client,
-            "{client} stalled (seed {}) {o:?}",
-            scenario.seed
+            "{client} stalled (seed {}) at time {}: completed {:?}, views {:?}, \
+             reconfigurations {:?}, node epochs {:?}",
+            scenario.seed, o.time, o.completed, o.views, o.reconfigurations, o.node_epochs
         );
     }
     let mut states = o.db_states.values();

@@ -191,8 +191,7 @@ pub struct Outcome {
     /// Client requests a correct primary candidate ordered after the RECONFIGURE of its epoch:
     /// must be 0.
     pub ordered_after_close: u64,
-    /// PREPAREs with client requests that replicas received after the epoch's last one (a
-    /// Byzantine primary's), all refused.
+    /// PREPAREs with client requests a Byzantine primary made after the epoch's last one.
     pub prepares_after_close: u64,
     pub time: u64,
 }
@@ -291,6 +290,9 @@ struct PrimaryNode {
     started_by: Option<Configure>,
     /// The operator asked where our USIG sequence stands.
     frozen: bool,
+    /// The warrant counter at which our epoch closed (the RECONFIGURE's PREPARE, or the
+    /// NEW-VIEW whose cut holds it), as seen by the simulation.
+    closed_at: Option<u64>,
 }
 
 /// A database node.
@@ -906,7 +908,7 @@ impl World {
                     self.order_forged(r);
                     return true;
                 }
-                self.byzantine_stall
+                self.byzantine_stall || self.stalled()
             }
             _ => false,
         }
@@ -1011,6 +1013,7 @@ impl World {
             reconfigure: None,
             ui,
         };
+        self.prepares_after_close += 1;
         self.broadcast_proposal(FIRST_PRIMARY, Proposal::Prepare(prepare));
     }
 
@@ -1038,12 +1041,6 @@ impl World {
             return;
         };
         let core = &mut node.core;
-        if let Message::Prepare(p) = &m {
-            if core.is_closing() && !p.entries.is_empty() && p.config_epoch == node.cluster.epoch()
-            {
-                self.prepares_after_close += 1;
-            }
-        }
         let result = match m {
             Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)).map_err(drop),
             Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)).map_err(drop),
@@ -1215,11 +1212,27 @@ impl World {
                 }
                 PrimaryAction::Broadcast(proposal) => {
                     if let Proposal::Prepare(prepare) = &proposal {
-                        // The batch at the USIG when the RECONFIGURE came is broadcast before
-                        // the core closes; anything with requests after that is a bug.
-                        let closed = self.primaries.get(&id).is_some_and(|p| p.core.is_closed());
-                        if closed && prepare.reconfigure.is_none() && !prepare.entries.is_empty() {
+                        // Counted by warrant counter: the batch at the USIG when the
+                        // RECONFIGURE came is broadcast after it here (actions are processed
+                        // last first), and is fine.
+                        let counter = prepare.ui.counter;
+                        let after = self.primaries.get_mut(&id).is_some_and(|p| {
+                            if prepare.reconfigure.is_some() {
+                                p.closed_at = Some(p.closed_at.map_or(counter, |c| c.min(counter)));
+                            }
+                            p.closed_at.is_some_and(|c| counter > c)
+                        });
+                        if after && !prepare.entries.is_empty() {
                             self.ordered_after_close += 1;
+                        }
+                    }
+                    if let Proposal::NewView(nv) = &proposal {
+                        // A new view whose cut holds the RECONFIGURE closes the epoch at its
+                        // NEW-VIEW.
+                        if let Some(p) = self.primaries.get_mut(&id) {
+                            if p.core.is_closed() && p.closed_at.is_none() {
+                                p.closed_at = Some(nv.ui.counter);
+                            }
                         }
                     }
                     let reconfigure =
@@ -1733,6 +1746,8 @@ impl World {
                     stable: a.stable.max(b.stable),
                 }),
             reconfigurations: self.operator.done.clone(),
+            // Nodes of the last configuration (a removed replica that lost its CONFIGURE,
+            // sent once, stays in the epoch it closed, as a real one would until its VM goes).
             node_epochs: self
                 .primaries
                 .iter()
@@ -1744,6 +1759,8 @@ impl World {
                         .map(|(id, r)| (*id, r.cluster.epoch().0)),
                 )
                 .chain(self.voters.iter().map(|(id, d)| (*id, d.cluster.epoch().0)))
+                .chain(self.newcomers.keys().map(|id| (*id, 0)))
+                .filter(|(id, _)| self.operator.current.node_key(*id).is_some())
                 .collect(),
             client_epochs: self
                 .clients
@@ -1784,6 +1801,7 @@ impl PrimaryNode {
             shape: None,
             started_by: None,
             frozen: false,
+            closed_at: None,
         }
     }
 }
