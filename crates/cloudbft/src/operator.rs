@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use group::order::OrderBook;
 use net::{Inbound, Transport, TransportConfig};
 use proto::config::{Cluster, ClusterConfig};
-use proto::reconfig::{certified, check_successor, next_configuration};
+use proto::reconfig::{certified, check_successor, collect_close, next_configuration};
 use proto::{
     Configure, Envelope, EpochClose, Message, NodeId, PositionReport, PositionRequest, Reconfigure,
     Signature, SigningKey,
@@ -176,21 +176,8 @@ impl Operator {
                 let Message::EpochClose(close) = m else {
                     continue;
                 };
-                let valid = current
-                    .node_key(close.replica)
-                    .is_some_and(|k| close.verify(k));
-                if !valid || close.config_epoch != current.epoch() {
-                    continue;
-                }
-                let point = close.point();
-                closes.insert(close.replica, close);
-                let matching: Vec<EpochClose> = closes
-                    .values()
-                    .filter(|c| c.point() == point)
-                    .cloned()
-                    .collect();
-                if certified(current, &matching).is_ok() {
-                    return Ok(matching);
+                if let Some(certificate) = collect_close(current, &mut closes, close) {
+                    return Ok(certificate);
                 }
             }
         }

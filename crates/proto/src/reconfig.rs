@@ -314,6 +314,30 @@ pub fn certified(
     Ok(point)
 }
 
+/// Keeps `close` as its replica's latest EPOCH-CLOSE in `closes` if it is signed by a node of
+/// `cluster` for its epoch, and returns the certificate (f+1 matching ones of every group) once
+/// its point has one: how an operator collects them, in `cloudbft` and in the simulation.
+pub fn collect_close(
+    cluster: &Cluster,
+    closes: &mut BTreeMap<NodeId, EpochClose>,
+    close: EpochClose,
+) -> Option<Vec<EpochClose>> {
+    let valid = cluster
+        .node_key(close.replica)
+        .is_some_and(|k| close.verify(k));
+    if !valid || close.config_epoch != cluster.epoch() {
+        return None;
+    }
+    let point = close.point();
+    closes.insert(close.replica, close);
+    let matching: Vec<EpochClose> = closes
+        .values()
+        .filter(|c| c.point() == point)
+        .cloned()
+        .collect();
+    certified(cluster, &matching).ok().map(|_| matching)
+}
+
 /// The operator's next configuration, with the certificate of where the previous epoch ended and
 /// the order book there, so that every node can check the start it is given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

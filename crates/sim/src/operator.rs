@@ -10,7 +10,7 @@
 use group::order::OrderBook;
 use group::view::primary_of;
 use proto::config::{Cluster, ClusterConfig};
-use proto::reconfig::{certified, next_configuration, EpochStarted};
+use proto::reconfig::{certified, collect_close, next_configuration, EpochStarted};
 use proto::testing::operator_key;
 use proto::{
     Configure, EpochClose, Message, NodeId, PositionReport, PositionRequest, Reconfigure,
@@ -250,22 +250,11 @@ impl Operator {
         else {
             return Vec::new();
         };
-        let valid = current
-            .node_key(close.replica)
-            .is_some_and(|k| close.verify(k));
-        if !valid || close.config_epoch != current.epoch() {
-            return Vec::new();
-        }
-        let point = close.point();
-        closes.insert(close.replica, close);
-        let matching: Vec<EpochClose> = closes
-            .values()
-            .filter(|c| c.point() == point)
-            .cloned()
-            .collect();
-        let Ok((view, _, _, book_digest)) = certified(&current, &matching) else {
+        let Some(matching) = collect_close(&current, closes, close) else {
             return Vec::new();
         };
+        let (view, _, _, book_digest) =
+            certified(&current, &matching).expect("collect_close returns a certificate");
         if let Some(r) = self.record.as_mut() {
             r.certified_at = now;
             r.closing_view = view;

@@ -867,9 +867,7 @@ impl World {
             Message::Configure(configure) => return self.primary_configure(id, &configure),
             Message::ConfigRequest(request) => {
                 let answer = answer_config(&p.cluster, p.started_by.as_ref(), &request);
-                if let Some(m) = answer {
-                    self.send(Addr::Client(request.client), Msg::Proto(m));
-                }
+                self.send_answer(request.client, answer);
                 Ok(Vec::new())
             }
             _ => Err(()),
@@ -911,6 +909,13 @@ impl World {
                 self.byzantine_stall || self.stalled()
             }
             _ => false,
+        }
+    }
+
+    /// A node's answer to a client's CONFIG-REQUEST, if it has one.
+    fn send_answer(&mut self, client: ClientId, answer: Option<Message>) {
+        if let Some(m) = answer {
+            self.send(Addr::Client(client), Msg::Proto(m));
         }
     }
 
@@ -1085,9 +1090,7 @@ impl World {
             }
             Message::ConfigRequest(request) => {
                 let answer = answer_config(&node.cluster, node.started_by.as_ref(), &request);
-                if let Some(m) = answer {
-                    self.send(Addr::Client(request.client), Msg::Proto(m));
-                }
+                self.send_answer(request.client, answer);
                 Ok(Vec::new())
             }
             _ => Err(()),
