@@ -122,15 +122,6 @@ impl Operator {
         matches!(self.phase, Phase::Idle)
     }
 
-    /// The next configuration's shape while a reconfiguration is in progress.
-    pub fn next_shape(&self) -> Option<&ClusterConfig> {
-        match &self.phase {
-            Phase::Closing { next, .. } | Phase::Positions { next, .. } => Some(next),
-            Phase::Starting { next, .. } => Some(&next.config),
-            Phase::Idle => None,
-        }
-    }
-
     /// Starts moving the cluster to `next` (a valid successor of the current configuration).
     pub fn reconfigure(&mut self, now: u64, next: ClusterConfig) -> Vec<(To, Message)> {
         let reconfigure =
@@ -154,7 +145,7 @@ impl Operator {
             sends: 0,
         };
         self.last_sent = now;
-        self.resend(now)
+        self.resend()
     }
 
     /// A timer tick: re-sends the current step if it went unanswered, and moves on when the
@@ -178,13 +169,13 @@ impl Operator {
         }
         if now >= self.last_sent + RESEND {
             self.last_sent = now;
-            out.extend(self.resend(now));
+            out.extend(self.resend());
         }
         out
     }
 
     /// What the current step sends (again).
-    fn resend(&mut self, _now: u64) -> Vec<(To, Message)> {
+    fn resend(&mut self) -> Vec<(To, Message)> {
         let candidates = || {
             self.current
                 .config
@@ -270,7 +261,7 @@ impl Operator {
             deadline: now + POSITION_TIMEOUT,
         };
         self.last_sent = now;
-        self.resend(now)
+        self.resend()
     }
 
     fn on_report(&mut self, now: u64, report: PositionReport) -> Vec<(To, Message)> {
@@ -400,14 +391,6 @@ impl Operator {
         }
         self.epochs.push(next.clone());
         self.current = next;
-    }
-
-    /// How often the RECONFIGURE in progress was sent so far.
-    pub fn reconfigure_sends(&self) -> u32 {
-        match &self.phase {
-            Phase::Closing { sends, .. } => *sends,
-            _ => 0,
-        }
     }
 }
 

@@ -1164,8 +1164,7 @@ impl World {
     fn start_replica(&mut self, id: NodeId, next: Arc<Cluster>, usig: SoftUsig, by: &Configure) {
         let ack = acknowledgement(id, &next);
         self.send(Addr::Operator, Msg::Proto(ack));
-        let node = ReplicaNode::new(&next, id, usig, Some(by.clone()));
-        let mut node = node;
+        let mut node = ReplicaNode::new(&next, id, usig, Some(by.clone()));
         let actions = if next.rejoins(id) {
             node.core.recover()
         } else {
