@@ -941,19 +941,12 @@ impl ReplicaCore {
     /// stands, and the next epoch continues right after our last warrant. Messages warranted
     /// already still go out. A frozen core still re-sends its decided executions to the
     /// database nodes that have not answered and answers clients from its reply cache: the
-    /// driver keeps it after the next epoch started until its epoch's work is done
-    /// ([`ReplicaCore::finished`]).
+    /// driver keeps it for a while after the next epoch started, to finish its epoch's work.
     pub fn freeze(&mut self) {
         self.frozen = true;
         self.to_warrant.clear();
         self.checkpoint_due.clear();
         self.view_change_due = None;
-    }
-
-    /// Whether every decided execution got the results of every database node (or was given
-    /// up for state transfer): a closed epoch's core has nothing left to send.
-    pub fn finished(&self) -> bool {
-        self.awaiting.is_empty()
     }
 
     /// Whether our USIG is warranting something now (a frozen replica reports its position only

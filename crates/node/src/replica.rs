@@ -214,8 +214,10 @@ impl InEpoch {
     }
 }
 
-/// How long a closed epoch's core may go on after the next epoch started: a database node that
-/// has not answered by then catches up by state transfer.
+/// How long a closed epoch's core goes on after the next epoch started: clients whose replies
+/// were lost retransmit within it (a request ordered in the closed epoch is answered only from
+/// that epoch's reply cache), and a database node that has not answered by then catches up by
+/// state transfer.
 const FINISH_FOR: Duration = Duration::from_secs(60);
 
 /// The core of the epoch this replica closed, kept after the next one started to finish its
@@ -239,7 +241,7 @@ impl Finishing {
     }
 
     fn done(&self) -> bool {
-        self.core.finished() || Instant::now() >= self.until
+        Instant::now() >= self.until
     }
 
     /// Results and client retransmissions go to it too.
@@ -382,7 +384,7 @@ pub async fn run(
                                         id = me.0,
                                         epoch = next.epoch().0,
                                         "removed from the configuration at epoch {}: stopping \
-                                         once our decisions there reached every database node",
+                                         once our work in the previous epoch is done",
                                         next.epoch().0
                                     );
                                     e.core.freeze();
@@ -589,7 +591,7 @@ pub async fn run(
             let book = core.epoch_certificate().and_then(|(_, book)| book.clone());
             epochs.report(&peers, me, &e.cluster, &key, usig.last(), book);
         }
-        if leaving.is_some_and(|until| e.core.finished() || Instant::now() >= until) {
+        if leaving.is_some_and(|until| Instant::now() >= until) {
             tracing::info!(id = me.0, "our work in the closed epoch is done");
             break;
         }

@@ -319,9 +319,9 @@ struct World {
     /// The USIGs of removed replicas (a re-added one goes on with it).
     retired_usigs: BTreeMap<NodeId, SoftUsig>,
     /// Each replica's core of the epoch it last closed (a removed replica's too), frozen and
-    /// kept until its work there is done: it re-sends its decisions to database nodes that
-    /// have not answered and answers clients from its reply cache.
-    finishing: BTreeMap<NodeId, (ReplicaCore, Arc<Cluster>)>,
+    /// kept for [`FINISH_FOR`] after the switch: it re-sends its decisions to database nodes
+    /// that have not answered and answers clients' retransmissions from its reply cache.
+    finishing: BTreeMap<NodeId, (ReplicaCore, Arc<Cluster>, u64)>,
     /// Every replica of the layout, spares included.
     pool: Vec<ReplicaConfig>,
     operator: Operator,
@@ -351,6 +351,10 @@ const TICK: u64 = 50;
 /// Simulated time after the last client finished, for lagging nodes to catch up.
 const GRACE: u64 = 2_000;
 const CLIENT_TIMEOUT: u64 = 200;
+/// How long a replica keeps its closed epoch's core after the switch (the node driver's 60 s
+/// against its clients' 1 s retransmissions): long enough for every client whose replies were
+/// lost to ask again.
+const FINISH_FOR: u64 = 60 * CLIENT_TIMEOUT;
 /// Ticks a replica lets a request wait before it asks for a view change.
 const VIEW_TIMEOUT_TICKS: u64 = 20;
 /// The primary of view 0, the one the primary faults apply to.
@@ -525,13 +529,26 @@ impl World {
         client.outstanding = Some((request.clone(), self.now));
         client.votes.clear();
         client.sent.push(request.clone());
-        self.broadcast_request(i, request);
+        self.broadcast_request(i, request, false);
     }
 
     /// Sends a client's request to every primary candidate and every replica of the epoch the
-    /// client knows.
-    fn broadcast_request(&mut self, i: usize, request: Request) {
-        for to in destinations(&self.clients[i].cluster) {
+    /// client knows; a retransmission also to the replicas of the earlier epochs it keeps: a
+    /// request ordered in an earlier epoch is answered only by the group that served it there,
+    /// from its closed epoch's reply cache, and that group may be gone from the current epoch.
+    fn broadcast_request(&mut self, i: usize, request: Request, retransmission: bool) {
+        let c = &self.clients[i];
+        let mut to = destinations(&c.cluster);
+        if retransmission {
+            for earlier in c.earlier.values() {
+                for addr in destinations(earlier) {
+                    if !to.contains(&addr) {
+                        to.push(addr);
+                    }
+                }
+            }
+        }
+        for to in to {
             self.send(to, Msg::Proto(Message::Request(request.clone())));
         }
     }
@@ -554,10 +571,10 @@ impl World {
         let finishing: Vec<NodeId> = self.finishing.keys().copied().collect();
         let finishing: Vec<NodeId> = finishing.into_iter().filter(|&id| !self.down(id)).collect();
         for id in finishing {
-            let Some((core, _)) = self.finishing.get_mut(&id) else {
+            let Some((core, _, until)) = self.finishing.get_mut(&id) else {
                 continue;
             };
-            if core.finished() {
+            if self.now >= *until {
                 self.finishing.remove(&id);
                 continue;
             }
@@ -572,7 +589,7 @@ impl World {
                 .map(|(r, _)| r.clone());
             if let Some(request) = stale {
                 self.clients[i].outstanding = Some((request.clone(), self.now));
-                self.broadcast_request(i, request);
+                self.broadcast_request(i, request, true);
             }
         }
         if self.faulty(Fault::ForgedClient) {
@@ -584,7 +601,7 @@ impl World {
                 &client_key(ClientId(2)),
             );
             forged.signature = Signature([7; 64]);
-            self.broadcast_request(0, forged);
+            self.broadcast_request(0, forged, false);
         }
         if self.faulty(Fault::ReplayRequests) {
             let old: Vec<(usize, Request)> = self
@@ -594,7 +611,7 @@ impl World {
                 .filter_map(|(i, c)| c.sent.first().cloned().map(|r| (i, r)))
                 .collect();
             for (i, r) in old {
-                self.broadcast_request(i, r);
+                self.broadcast_request(i, r, true);
             }
         }
         self.operate();
@@ -1025,7 +1042,7 @@ impl World {
     /// Results and client retransmissions also go to the replica's core of the epoch it closed,
     /// if that core has work left.
     fn finish_message(&mut self, id: NodeId, m: &Message) {
-        let Some((core, _)) = self.finishing.get_mut(&id) else {
+        let Some((core, _, _)) = self.finishing.get_mut(&id) else {
             return;
         };
         let actions = match m {
@@ -1152,7 +1169,8 @@ impl World {
         let mut node = self.replicas.remove(&id).expect("a running replica");
         // The closed epoch's core finishes its work there, warranting nothing.
         node.core.freeze();
-        self.finishing.insert(id, (node.core, node.cluster));
+        let until = self.now + FINISH_FOR;
+        self.finishing.insert(id, (node.core, node.cluster, until));
         if next.group_of_replica(id).is_none() {
             // Removed: it stops once the closed epoch's work is done.
             self.retired_usigs.insert(id, node.usig);
@@ -1339,7 +1357,7 @@ impl World {
                 continue;
             }
             let running = self.replicas.get(&id).map(|r| r.cluster.clone());
-            let finishing = || self.finishing.get(&id).map(|(_, c)| c.clone());
+            let finishing = || self.finishing.get(&id).map(|(_, c, _)| c.clone());
             let Some(cluster) = running.or_else(finishing) else {
                 return;
             };
@@ -1651,7 +1669,7 @@ impl World {
         c.earlier.insert(previous.epoch().0, previous);
         if let Some((request, _)) = c.outstanding.clone() {
             c.outstanding = Some((request.clone(), self.now));
-            self.broadcast_request(i, request);
+            self.broadcast_request(i, request, true);
         }
     }
 
