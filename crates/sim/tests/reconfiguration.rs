@@ -62,36 +62,34 @@ fn run_checked(scenario: &Scenario, new_groups: &[(u64, GroupId)]) -> Outcome {
     o
 }
 
+/// `reshapes` under load: with the base network for `seeds` but the last, with the harsh one
+/// for the last.
+fn under_load(reshapes: &[Reshape], seeds: std::ops::Range<u64>, served: &[(u64, GroupId)]) {
+    for seed in seeds.clone() {
+        let network = if seed + 1 == seeds.end {
+            harsh(base(seed))
+        } else {
+            base(seed)
+        };
+        run_checked(&with(reshapes.to_vec(), Vec::new(), network), served);
+    }
+}
+
 #[test]
 fn a_group_is_added_under_load() {
-    for seed in 0..3 {
-        let scenario = with(add_group(), Vec::new(), base(seed));
-        run_checked(&scenario, &[(2, GroupId(2))]);
-    }
-    let scenario = harsh(with(add_group(), Vec::new(), base(3)));
-    run_checked(&scenario, &[(2, GroupId(2))]);
+    under_load(&add_group(), 0..4, &[(2, GroupId(2))]);
 }
 
 #[test]
 fn a_group_is_removed_under_load() {
-    let remove = || vec![reshape(800, &[(0, &[0, 1, 2, 3])])];
-    for seed in 10..12 {
-        let scenario = with(remove(), Vec::new(), base(seed));
-        run_checked(&scenario, &[(2, GroupId(0))]);
-    }
-    let scenario = harsh(with(remove(), Vec::new(), base(12)));
-    run_checked(&scenario, &[(2, GroupId(0))]);
+    let remove = [reshape(800, &[(0, &[0, 1, 2, 3])])];
+    under_load(&remove, 10..13, &[(2, GroupId(0))]);
 }
 
 #[test]
 fn partitions_move_between_groups_under_load() {
-    let swap = || vec![reshape(800, &[(0, &[1, 3]), (1, &[0, 2])])];
-    for seed in 20..22 {
-        let scenario = with(swap(), Vec::new(), base(seed));
-        run_checked(&scenario, &[(2, GroupId(0)), (2, GroupId(1))]);
-    }
-    let scenario = harsh(with(swap(), Vec::new(), base(22)));
-    run_checked(&scenario, &[(2, GroupId(0)), (2, GroupId(1))]);
+    let swap = [reshape(800, &[(0, &[1, 3]), (1, &[0, 2])])];
+    under_load(&swap, 20..23, &[(2, GroupId(0)), (2, GroupId(1))]);
 }
 
 /// One group, then three (two spare groups join), then one again.
