@@ -13,7 +13,7 @@ for app in noop bank; do
       for batch in 64 1; do
         name="$app-g$groups-$usig-b$batch"
         echo "== $name" >&2
-        TSS2_LOG=all+none RUST_LOG=warn target/release/cloudbft bench \
+        TSS2_LOG=all+none RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/cloudbft" bench \
           --application "$app" --groups "$groups" --usig "$usig" --max-batch "$batch" \
           --json "$out/$name.json" "$@" | tee -a "$out/summary.txt"
       done

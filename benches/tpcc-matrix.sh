@@ -22,7 +22,7 @@ for db in sqlite postgres; do
       g1) flags+=(--groups 1) ;;
       g2) flags+=(--groups 2) ;;
     esac
-    RUST_LOG=warn target/release/cloudbft tpcc run "${flags[@]}" \
+    RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/cloudbft" tpcc run "${flags[@]}" \
       --json "$out/$name.json" "$@" | grep -v '^PASS' | tee -a "$out/summary.txt"
   done
 done

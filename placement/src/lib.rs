@@ -18,6 +18,9 @@
 //! - when no plan exists, says which constraint fails and how many machines of which kind
 //!   are missing ([`PlacementError::Infeasible`]).
 //!
+//! The elastic scaler's decision rule is here too ([`scaler`]): how many groups keep a latency
+//! objective, decided from measured load without flapping.
+//!
 //! Pure and I/O-free: `cloudbft place` reads and writes files around it. [`check`] verifies a
 //! plan made elsewhere (`cloudbft place --check`); [`lower_bound`] gives the bound the docs
 //! compare plans against.
@@ -25,6 +28,7 @@
 mod bound;
 mod check;
 mod planner;
+pub mod scaler;
 
 pub use bound::lower_bound;
 pub use check::{check, Violation};

@@ -11,4 +11,4 @@ pub mod gateway;
 pub use client::{
     Accepted, ClientEndpoint, ClientError, ClientMetrics, ClientOptions, ClientStats,
 };
-pub use gateway::{Gateway, GatewayError};
+pub use gateway::{Gateway, GatewayError, GatewayLimits, GatewayMetrics, GatewayOptions};

@@ -287,6 +287,14 @@ impl LocalCluster {
             .collect()
     }
 
+    /// (name, process id) of every running process, to watch their resources.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.processes
+            .iter()
+            .map(|(n, child, _)| (n.clone(), child.id()))
+            .collect()
+    }
+
     /// The processes that exited since the last call (name and status); they are no longer
     /// part of the cluster.
     pub fn exited(&mut self) -> Vec<(String, std::process::ExitStatus)> {

@@ -1,12 +1,15 @@
 //! `cloudbft`: one binary with a subcommand per role.
 
+mod autoscale;
 mod bench;
 mod demo;
+mod elastic;
 mod gateway_cmd;
 mod keygen;
 mod launch;
 mod nodes;
 mod operator;
+mod overload;
 mod place_cmd;
 mod provider;
 mod reconfigure_cmd;
@@ -18,6 +21,7 @@ mod tpcc_run;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -44,6 +48,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure throughput and latency with closed-loop clients against a fresh local cluster.
     Bench(bench::BenchArgs),
+    /// Measure what one client sending 100x its share, and a slowloris client, do to other
+    /// clients' latency and to the gateway's and the primary's memory.
+    Overload(overload::OverloadArgs),
     /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
     Gateway(gateway_cmd::GatewayArgs),
     /// TPC-C: load databases, check consistency, compare digests, run the benchmark driver.
@@ -63,16 +70,26 @@ enum Command {
     /// Move partitions between the groups of a running cluster.
     #[command(subcommand)]
     Partition(reconfigure_cmd::PartitionCommand),
+    /// Keep a p95 latency objective with the fewest groups: reads the clients' latency from
+    /// Prometheus endpoints and scales the running cluster.
+    Autoscale(autoscale::AutoscaleArgs),
+    /// Run a load ramp against a fresh cluster with fixed groups or the autoscaler, and record
+    /// throughput, p95 and groups over time (JSON and SVG).
+    Elastic(elastic::ElasticArgs),
     /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
     Place(place_cmd::PlaceArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command and prints a failure as one line, `error: what: why: ...` (anyhow's
+/// context chain), and never a backtrace: returning the error from `main` would print its
+/// `Debug` form, which adds "Caused by" lists and, with RUST_BACKTRACE set, a stack trace that
+/// says nothing to someone who mistyped a path. Bugs panic, and panics keep their backtraces.
+fn main() -> ExitCode {
     let cli = Cli::parse();
     // The operator's commands print their own progress; the nodes log what they do.
     let quiet = matches!(
         cli.command,
-        Command::Scale(_) | Command::Group(_) | Command::Partition(_)
+        Command::Scale(_) | Command::Group(_) | Command::Partition(_) | Command::Autoscale(_)
     );
     let default = if quiet {
         "warn,net=error"
@@ -85,11 +102,39 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the line already ends
+/// with (sqlx, for one, repeats its source in its own message).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Usigd(args) => usig_cmd::usigd(args),
         Command::Usig(args) => usig_cmd::usig(args),
         Command::Demo(args) => demo::demo(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Overload(args) => overload::overload(args),
         Command::Gateway(args) => gateway_cmd::gateway(args),
         Command::Tpcc(args) => tpcc_cmd::tpcc(args),
         Command::Primary(args) => nodes::primary(args),
@@ -98,6 +143,8 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(args) => reconfigure_cmd::scale(args),
         Command::Group(command) => reconfigure_cmd::group(command),
         Command::Partition(command) => reconfigure_cmd::partition(command),
+        Command::Autoscale(args) => autoscale::autoscale(args),
+        Command::Elastic(args) => elastic::elastic(args),
         Command::Place(args) => place_cmd::place(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;

@@ -1,4 +1,5 @@
-//! The benchmark's plot: the latency CDF as a self-contained SVG (no plotting dependency).
+//! What the benchmarks write: results as JSON, and plots as self-contained SVG (no plotting
+//! dependency): latency CDFs, and time series in stacked panels.
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
@@ -13,6 +14,14 @@ const M: f64 = 50.0;
 const COLOURS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 ];
+
+/// Writes a run's `report` as JSON to `path` and says so.
+pub fn write_json(path: &Path, report: &impl serde::Serialize) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
 
 /// Writes the cumulative distributions of `series` (label, latencies in microseconds) with a
 /// logarithmic x axis, one line each.
@@ -73,6 +82,86 @@ pub fn write_cdf(path: &Path, series: &[(&str, &Histogram<u64>)], title: &str) -
              <text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{label}</text>",
             M + 8.0,
             M + 16.0 * (i as f64 + 1.0)
+        );
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// One panel of a time-series plot: a label, its unit, and one or more (legend, points) lines
+/// over seconds.
+pub struct Panel<'a> {
+    pub title: &'a str,
+    pub lines: Vec<(&'a str, Vec<(f64, f64)>)>,
+}
+
+/// Writes panels stacked over a shared time axis (seconds), each with its own y scale from 0,
+/// as a self-contained SVG.
+pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> {
+    const PANEL: f64 = 170.0;
+    let height = M + PANEL * panels.len() as f64 + 30.0;
+    let t_max = panels
+        .iter()
+        .flat_map(|p| {
+            p.lines
+                .iter()
+                .flat_map(|(_, pts)| pts.iter().map(|&(t, _)| t))
+        })
+        .fold(1.0f64, f64::max);
+    let x = |t: f64| M + t / t_max * (W - 2.0 * M);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{title}</text>\n"
+    );
+    for (i, panel) in panels.iter().enumerate() {
+        let top = M + PANEL * i as f64;
+        let bottom = top + PANEL - 30.0;
+        let y_max = panel
+            .lines
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|&(_, v)| v))
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.1;
+        let y = |v: f64| bottom - v / y_max * (bottom - top);
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{M}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" \
+             stroke=\"#999\"/><text x=\"{M}\" y=\"{:.1}\">{}</text>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>\
+             <text x=\"{:.1}\" y=\"{bottom:.1}\" text-anchor=\"end\">0</text>",
+            W - 2.0 * M,
+            bottom - top,
+            top - 4.0,
+            panel.title,
+            M - 4.0,
+            top + 10.0,
+            y_max / 1.1,
+            M - 4.0,
+        );
+        for (j, (legend, points)) in panel.lines.iter().enumerate() {
+            let colour = COLOURS[j % COLOURS.len()];
+            let pts: String = points
+                .iter()
+                .map(|&(t, v)| format!("{:.1},{:.1} ", x(t), y(v)))
+                .collect();
+            let _ = writeln!(
+                svg,
+                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{pts}\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{colour}\">{legend}</text>",
+                W - M - 4.0,
+                top + 14.0 * (j as f64 + 1.0),
+            );
+        }
+    }
+    let axis = M + PANEL * panels.len() as f64 - 12.0;
+    for k in 0..=5 {
+        let t = t_max * f64::from(k) / 5.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{axis:.1}\" text-anchor=\"middle\">{t:.0} s</text>",
+            x(t)
         );
     }
     svg.push_str("</svg>\n");

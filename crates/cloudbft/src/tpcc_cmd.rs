@@ -19,7 +19,8 @@ enum TpccCommand {
     /// Create the schema and load warehouses 1..=W (deterministic for a seed: every database
     /// node gets identical data), into one database or into every database node of a cluster.
     Load {
-        /// sqlx URL: sqlite:PATH?mode=rwc or postgres://USER:PASSWORD@HOST/DB (created if missing).
+        /// sqlx URL: sqlite:PATH (the file is created) or postgres://USER:PASSWORD@HOST/DB (the
+        /// database is created if missing; the role needs CREATEDB).
         #[arg(long, required_unless_present = "config", conflicts_with = "config")]
         db: Option<String>,
         /// A cluster.toml: load every database node's database, one warehouse per partition.
@@ -74,20 +75,58 @@ impl ScaleArgs {
     }
 }
 
-/// A connection to `url`, creating the database if it is missing.
+/// A connection to the existing database at `url` (a check or digest of a database that is not
+/// there says so instead of creating an empty one).
 pub async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
+    open(url).await.with_context(|| {
+        format!(
+            "connecting to {}: is there a database? `cloudbft tpcc load --db URL` creates and \
+             loads one",
+            redact(url)
+        )
+    })
+}
+
+/// A connection to the database at `url`, created if it is missing: a SQLite file is created
+/// (with its directory's permissions), a PostgreSQL database is created on the server (the
+/// role needs CREATEDB; the server itself must be running).
+pub async fn connect_creating(url: &str) -> Result<sqlx::AnyConnection> {
+    dbvote::executor::create_database_if_missing(url).await?;
+    let url = sqlite_creating(url);
+    open(&url)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&url)))
+}
+
+/// A SQLite URL that creates its file: sqlx opens SQLite files read-write without creating
+/// them unless the URL says `mode=rwc`, which a person asking to load a database should not
+/// have to know. Other URLs (and SQLite URLs with a mode of their own) are left as they are.
+fn sqlite_creating(url: &str) -> String {
+    let Some(rest) = url.strip_prefix("sqlite:") else {
+        return url.to_owned();
+    };
+    let in_memory = rest.starts_with(":memory:") || rest.starts_with("//:memory:");
+    let query = rest.split_once('?').map(|(_, query)| query);
+    if in_memory || query.is_some_and(|q| q.split('&').any(|kv| kv.starts_with("mode="))) {
+        return url.to_owned();
+    }
+    match query {
+        Some(_) => format!("{url}&mode=rwc"),
+        None => format!("{url}?mode=rwc"),
+    }
+}
+
+async fn open(url: &str) -> Result<sqlx::AnyConnection> {
     use sqlx::ConnectOptions;
     sqlx::any::install_default_drivers();
-    dbvote::executor::create_database_if_missing(url).await?;
     let options: sqlx::any::AnyConnectOptions = url
         .parse()
         .with_context(|| format!("{} is not a database URL", redact(url)))?;
     // Checks and digests read whole tables: slow statements are expected, not news.
-    options
+    Ok(options
         .log_slow_statements(tracing::log::LevelFilter::Off, Default::default())
         .connect()
-        .await
-        .with_context(|| format!("connecting to {url} (for SQLite add ?mode=rwc to create it)"))
+        .await?)
 }
 
 /// Loads `warehouses` into the empty database at `url`, with a progress line on a terminal.
@@ -97,7 +136,7 @@ pub async fn load_database(
     warehouses: i64,
     seed: u64,
 ) -> Result<()> {
-    let mut conn = connect(url).await?;
+    let mut conn = connect_creating(url).await?;
     // Order lines average 10 per order (5 to 15).
     let order_lines = warehouses * scale.districts_per_warehouse * scale.orders_per_district * 10;
     let expected = (scale.rows_without_order_lines(warehouses) + order_lines).max(1) as u64;
@@ -220,5 +259,29 @@ pub fn tpcc(args: TpccArgs) -> Result<()> {
             println!("{}", hex::encode(digest(&mut connect(&db).await?).await?));
             Ok(())
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_creating;
+
+    #[test]
+    fn sqlite_urls_get_mode_rwc_unless_they_chose_a_mode() {
+        assert_eq!(
+            sqlite_creating("sqlite://tpcc.db"),
+            "sqlite://tpcc.db?mode=rwc"
+        );
+        assert_eq!(sqlite_creating("sqlite:/a/b.db"), "sqlite:/a/b.db?mode=rwc");
+        assert_eq!(
+            sqlite_creating("sqlite:x.db?cache=shared"),
+            "sqlite:x.db?cache=shared&mode=rwc"
+        );
+        assert_eq!(
+            sqlite_creating("sqlite:x.db?mode=ro"),
+            "sqlite:x.db?mode=ro"
+        );
+        assert_eq!(sqlite_creating("sqlite::memory:"), "sqlite::memory:");
+        assert_eq!(sqlite_creating("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

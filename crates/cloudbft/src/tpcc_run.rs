@@ -183,9 +183,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     print_report(&report);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::report::write_json(path, &report)?;
     }
     Ok(())
 }

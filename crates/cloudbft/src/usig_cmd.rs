@@ -25,7 +25,7 @@ enum UsigdCommand {
         #[arg(long)]
         new_epoch: bool,
     },
-    /// Print the `[[usig]]` enrollment records of every identity, for the cluster configuration.
+    /// Print the `[[usig_enrollment]]` records of every identity, for the cluster configuration.
     /// Run it while usigd is stopped (the TPM serves one client at a time).
     Enroll {
         #[command(flatten)]
@@ -85,7 +85,7 @@ pub fn usigd(args: UsigdArgs) -> Result<()> {
             let mut backend = UsigdBackend::open(&config, false)?;
             for id in config.identity_ids() {
                 let record = backend.enrollment(id)?;
-                println!("[[usig]]\n{}", toml::to_string(&record)?);
+                println!("[[usig_enrollment]]\n{}", toml::to_string(&record)?);
             }
             Ok(())
         }
@@ -127,7 +127,8 @@ enum UsigCommand {
     },
     /// Verify a warrant (hex) for a message against enrollment records in a TOML file.
     Verify {
-        /// File with [[usig]] records (the output of `cloudbft usigd enroll`).
+        /// File with [[usig_enrollment]] records (the output of `cloudbft usigd enroll`, or a
+        /// cluster.toml).
         #[arg(long)]
         enrollments: PathBuf,
         #[arg(long)]
@@ -155,7 +156,7 @@ pub fn usig(args: UsigArgs) -> Result<()> {
         }
         UsigCommand::Enrollment { socket, identity } => {
             let record = UsigdClient::connect(&socket, UsigId(identity))?.enrollment()?;
-            println!("[[usig]]\n{}", toml::to_string(&record)?);
+            println!("[[usig_enrollment]]\n{}", toml::to_string(&record)?);
             Ok(())
         }
         UsigCommand::Epoch { socket, identity } => {
@@ -187,13 +188,23 @@ pub fn usig(args: UsigArgs) -> Result<()> {
 }
 
 fn load_directory(path: &Path) -> Result<Directory> {
+    // The records as the cluster configuration names them; anything else (the rest of a
+    // cluster.toml) is ignored.
     #[derive(serde::Deserialize)]
     struct File {
-        usig: Vec<EnrollmentRecord>,
+        #[serde(default)]
+        usig_enrollment: Vec<EnrollmentRecord>,
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let file: File =
         toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    Ok(Directory::from_records(&file.usig)?)
+    if file.usig_enrollment.is_empty() {
+        bail!(
+            "{}: no [[usig_enrollment]] records; write the output of `cloudbft usigd enroll` \
+             or `cloudbft usig enrollment` there",
+            path.display()
+        );
+    }
+    Ok(Directory::from_records(&file.usig_enrollment)?)
 }

@@ -11,9 +11,10 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).unwrap_or_default()
 }
 
-/// Decodes postcard bytes of application `app`, rejecting trailing bytes so that a value has
-/// one encoding.
-pub fn decode_exact<'a, T: Deserialize<'a>>(
+/// Decodes postcard bytes of application `app`, rejecting trailing bytes and any encoding but
+/// the canonical one (postcard also reads varints with redundant continuation bytes), so that
+/// a value has one encoding.
+pub fn decode_exact<'a, T: Deserialize<'a> + Serialize>(
     app: &'static str,
     bytes: &'a [u8],
 ) -> Result<T, AppError> {
@@ -23,7 +24,8 @@ pub fn decode_exact<'a, T: Deserialize<'a>>(
         reason,
     };
     match postcard::take_from_bytes(bytes) {
-        Ok((value, [])) => Ok(value),
+        Ok((value, [])) if encode(&value) == bytes => Ok(value),
+        Ok((_, [])) => Err(malformed("not the canonical encoding".into())),
         Ok((_, rest)) => Err(malformed(format!("{} trailing bytes", rest.len()))),
         Err(e) => Err(malformed(e.to_string())),
     }

@@ -205,11 +205,11 @@ impl Snapshot {
     }
 }
 
-/// Inserts one part's rows. Column names come from the network, so only plain lower-case
-/// identifiers are accepted (anything else is refused before it reaches SQL); values are bound,
-/// except `NULL`, written literally (a typed null parameter would not fit every column type on
-/// PostgreSQL).
-async fn insert_rows(tx: &mut AnyConnection, table: &str, part: &TableRows) -> Result<(), String> {
+/// Checks the shape of one received part before any of it reaches SQL: column names come from
+/// the network, so only plain lower-case identifiers are accepted, and every row has one value
+/// per column. Public so that the fuzz targets and property tests check what the install
+/// checks.
+pub fn check_rows(part: &TableRows) -> Result<(), String> {
     let plain = |c: &String| {
         !c.is_empty()
             && c.len() <= 63
@@ -219,15 +219,22 @@ async fn insert_rows(tx: &mut AnyConnection, table: &str, part: &TableRows) -> R
     if part.columns.is_empty() || !part.columns.iter().all(plain) {
         return Err(format!("invalid column names {:?}", part.columns));
     }
+    match part.rows.iter().find(|row| row.len() != part.columns.len()) {
+        Some(row) => Err(format!(
+            "a row of {} values for {} columns",
+            row.len(),
+            part.columns.len()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Inserts one part's rows once [`check_rows`] accepts them; values are bound, except `NULL`,
+/// written literally (a typed null parameter would not fit every column type on PostgreSQL).
+async fn insert_rows(tx: &mut AnyConnection, table: &str, part: &TableRows) -> Result<(), String> {
+    check_rows(part)?;
     let columns = part.columns.join(", ");
     for row in &part.rows {
-        if row.len() != part.columns.len() {
-            return Err(format!(
-                "a row of {} values for {} columns",
-                row.len(),
-                part.columns.len()
-            ));
-        }
         let mut placeholders = Vec::with_capacity(row.len());
         let mut bound = 0;
         for value in row {

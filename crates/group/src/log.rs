@@ -51,7 +51,7 @@ impl DecisionLog {
             .map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
-        let (records, good) = parse(&bytes).map_err(|offset| LogError::Corrupt {
+        let (records, good) = read_records(&bytes).map_err(|offset| LogError::Corrupt {
             path: path.to_path_buf(),
             offset,
         })?;
@@ -74,12 +74,8 @@ impl DecisionLog {
         if record.is_empty() || record.len() > MAX_RECORD {
             return Err(LogError::Size(record.len()));
         }
-        let mut framed = Vec::with_capacity(HEADER + record.len());
-        framed.extend_from_slice(&(record.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&crc32fast::hash(record).to_be_bytes());
-        framed.extend_from_slice(record);
         self.file
-            .write_all(&framed)
+            .write_all(&frame_record(record))
             .map_err(|source| LogError::Io {
                 path: self.path.clone(),
                 source,
@@ -184,8 +180,20 @@ impl Segments {
     }
 }
 
-/// Complete records and the length they occupy; `Err(offset)` for damage before the end.
-fn parse(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), u64> {
+/// A record as the log stores it: its length and CRC-32, then the record. Public, with
+/// [`read_records`], so that the fuzz targets and property tests check the log's own framing.
+pub fn frame_record(record: &[u8]) -> Vec<u8> {
+    let mut framed = Vec::with_capacity(HEADER + record.len());
+    framed.extend_from_slice(&(record.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&crc32fast::hash(record).to_be_bytes());
+    framed.extend_from_slice(record);
+    framed
+}
+
+/// Reads a log file's bytes as [`DecisionLog::open`] does: the complete records and the length
+/// they occupy (what follows is a torn tail to cut off), or `Err(offset)` for damage before the
+/// end. Public so that the fuzz targets and property tests drive the reader the replica uses.
+pub fn read_records(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), u64> {
     let mut records = Vec::new();
     let mut at = 0usize;
     while at < bytes.len() {
@@ -286,7 +294,7 @@ mod tests {
     proptest! {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = parse(&bytes);
+            let _ = read_records(&bytes);
         }
     }
 

@@ -73,6 +73,22 @@ struct Shared {
     peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>,
     /// `true` asks every task to stop; `closed()` tells when all have.
     shutdown: watch::Sender<bool>,
+    /// The inbound queue, to tell how full it is (weak: it must not keep the channel open).
+    inbound: mpsc::WeakSender<Inbound>,
+}
+
+/// How full the transport's bounded queues are right now (for metrics): every queue between
+/// this process and its peers has a fixed capacity, and these say how close to it they run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepths {
+    /// Frames waiting in all destination queues together.
+    pub outbound: usize,
+    /// Frames waiting in the fullest destination queue (compare with `queue_per_peer`: a queue
+    /// at capacity drops frames).
+    pub deepest_outbound: usize,
+    /// Inbound frames read but not yet taken by the consumer (at `inbound_queue` the read loops
+    /// wait and TCP pushes back on the senders).
+    pub inbound: usize,
 }
 
 impl Shared {
@@ -128,6 +144,7 @@ impl Transport {
             counters: Arc::default(),
             peers: Mutex::default(),
             shutdown,
+            inbound: deliver.downgrade(),
             config,
         });
         let ctx = inbound::InboundCtx {
@@ -218,6 +235,26 @@ impl Transport {
             add(&shared.counters.dropped, 1);
         }
         sent
+    }
+
+    /// How many frames wait in the transport's queues now.
+    pub fn queue_depths(&self) -> QueueDepths {
+        let shared = &self.shared;
+        let mut depths = QueueDepths::default();
+        for queue in shared
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            let waiting = queue.max_capacity() - queue.capacity();
+            depths.outbound += waiting;
+            depths.deepest_outbound = depths.deepest_outbound.max(waiting);
+        }
+        if let Some(inbound) = shared.inbound.upgrade() {
+            depths.inbound = inbound.max_capacity() - inbound.capacity();
+        }
+        depths
     }
 
     /// A snapshot of the counters.

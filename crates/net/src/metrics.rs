@@ -55,6 +55,11 @@ pub struct TransportMetrics {
     dropped: Gauge<u64, AtomicU64>,
     malformed: Gauge<u64, AtomicU64>,
     connect_failures: Gauge<u64, AtomicU64>,
+    queue_capacity: Gauge<u64, AtomicU64>,
+    queued: Gauge<u64, AtomicU64>,
+    queue_deepest: Gauge<u64, AtomicU64>,
+    inbound_capacity: Gauge<u64, AtomicU64>,
+    inbound_queued: Gauge<u64, AtomicU64>,
 }
 
 impl TransportMetrics {
@@ -87,6 +92,31 @@ impl TransportMetrics {
             "Failed outbound connection attempts",
             m.connect_failures.clone(),
         );
+        r.register(
+            "queue_capacity",
+            "Frames each destination's outbound queue holds (more are dropped)",
+            m.queue_capacity.clone(),
+        );
+        r.register(
+            "queued",
+            "Frames waiting in all outbound queues",
+            m.queued.clone(),
+        );
+        r.register(
+            "queue_deepest",
+            "Frames waiting in the fullest outbound queue",
+            m.queue_deepest.clone(),
+        );
+        r.register(
+            "inbound_capacity",
+            "Inbound frames buffered before the read loops wait (TCP then pushes back)",
+            m.inbound_capacity.clone(),
+        );
+        r.register(
+            "inbound_queued",
+            "Inbound frames waiting for the consumer",
+            m.inbound_queued.clone(),
+        );
         m
     }
 
@@ -105,5 +135,12 @@ impl TransportMetrics {
         self.dropped.set(dropped);
         self.malformed.set(malformed);
         self.connect_failures.set(connect_failures);
+        let depths = transport.queue_depths();
+        let config = transport.config();
+        self.queue_capacity.set(config.queue_per_peer as u64);
+        self.queued.set(depths.outbound as u64);
+        self.queue_deepest.set(depths.deepest_outbound as u64);
+        self.inbound_capacity.set(config.inbound_queue as u64);
+        self.inbound_queued.set(depths.inbound as u64);
     }
 }

@@ -307,6 +307,24 @@ async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_pee
         slowest < Duration::from_secs(1) && elapsed < Duration::from_secs(5),
         "live peer slowed: slowest frame {slowest:?}, all {elapsed:?}"
     );
+    // The queues say how full they are: the dead peer's is at its bound (its task may hold
+    // one frame out of it), and no queue is ever above it.
+    let depths = a.queue_depths();
+    assert!(
+        (QUEUE - 1..=QUEUE).contains(&depths.deepest_outbound),
+        "{depths:?}"
+    );
+    assert!(depths.outbound <= 2 * QUEUE, "{depths:?}");
+    // Inbound frames nobody takes yet show in the inbound depth.
+    for round in 0..5 {
+        a.send(live.local_addr(), numbered(round));
+    }
+    wait_until("five inbound frames waiting", || {
+        live.queue_depths().inbound == 5
+    })
+    .await;
+    receive_in_order(&mut live_rx, 5).await;
+    assert_eq!(live.queue_depths().inbound, 0);
     a.shutdown().await;
     live.shutdown().await;
     drop(stalled);

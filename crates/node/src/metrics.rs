@@ -63,6 +63,9 @@ pub struct Metrics {
     pub recovering: Gauge<u64, AtomicU64>,
     /// Recoveries this replica completed since it started (0 or 1).
     pub recoveries: Counter,
+    /// Requests waiting for the primary's next batch (one per client), and the most that may.
+    pub admission_waiting: Gauge<u64, AtomicU64>,
+    pub admission_capacity: Gauge<u64, AtomicU64>,
     /// 1 once f+1 EPOCH-CLOSEs of every group certify the end of this configuration epoch
     /// (replica; docs/protocol.md, "Reconfiguration").
     pub epoch_closed: Gauge<u64, AtomicU64>,
@@ -106,6 +109,8 @@ impl Metrics {
             state_snapshots_served: Counter::default(),
             recovering: Gauge::default(),
             recoveries: Counter::default(),
+            admission_waiting: Gauge::default(),
+            admission_capacity: Gauge::default(),
             epoch_closed: Gauge::default(),
             config_epoch: Gauge::default(),
             pages_queued: Gauge::default(),
@@ -205,6 +210,16 @@ impl Metrics {
             m.recoveries.clone(),
         );
         r.register(
+            "admission_waiting",
+            "Client requests waiting for the primary's next batch (one per client)",
+            m.admission_waiting.clone(),
+        );
+        r.register(
+            "admission_capacity",
+            "Most client requests that may wait at the primary (more are refused and retransmitted)",
+            m.admission_capacity.clone(),
+        );
+        r.register(
             "epoch_closed",
             "1 once this configuration epoch's end is certified (an online reconfiguration)",
             m.epoch_closed.clone(),
@@ -225,6 +240,12 @@ impl Metrics {
             m.page_workers_busy.clone(),
         );
         Arc::new(m)
+    }
+
+    /// The primary's admission queue: `waiting` of at most `capacity`.
+    pub fn admission(&self, waiting: usize, capacity: usize) {
+        self.admission_waiting.set(waiting as u64);
+        self.admission_capacity.set(capacity as u64);
     }
 
     /// Counts a received frame of this kind.
@@ -322,6 +343,15 @@ pub async fn serve(
 /// A database node's `cloudbft_highest_order`, read from its metrics endpoint (the launcher
 /// waits on it before a stop, and tests on a restarted node's catching up).
 pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
+    scrape(metrics)?
+        .lines()
+        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The Prometheus text a metrics endpoint serves (`None` if it does not answer within a few
+/// seconds): for the launcher, the autoscaler and tests.
+pub fn scrape(metrics: std::net::SocketAddr) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream =
         std::net::TcpStream::connect_timeout(&metrics, std::time::Duration::from_secs(1)).ok()?;
@@ -333,7 +363,5 @@ pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
         .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
-        .and_then(|v| v.trim().parse().ok())
+    Some(text)
 }

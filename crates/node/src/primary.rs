@@ -118,9 +118,9 @@ pub async fn run(
             }
             Some(result) = warranted.recv() => core.warranted(result?),
             _ = tick.tick() => {
-                core.on_tick();
                 metrics.transport.update(peers.transport());
-                Vec::new()
+                metrics.admission(core.pending(), core.pending_capacity());
+                core.on_tick()
             }
         };
         let replicas = cluster.config.replicas.iter().map(|r| NodeId(r.id));
@@ -223,6 +223,8 @@ fn on_message(
             // Replicas send JOINs to every candidate too.
             Rejection::NotPrimary => return Vec::new(),
             Rejection::BadJoin => "bad_join",
+            // A full admission queue: the client retransmits (crates/primary's admission).
+            Rejection::Overloaded => "admission_full",
         };
         metrics.reject(label);
         Vec::new()

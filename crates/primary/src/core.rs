@@ -1,8 +1,9 @@
 //! The primary's protocol core.
 //!
 //! It admits client requests (valid signature, declared partitions as the application derives
-//! them, newer than the client's last ordered request), batches everything pending without ever
-//! waiting to fill a batch, and keeps exactly one batch at the USIG at a time: while the trusted
+//! them, newer than the client's last ordered request), queues them fairly per client
+//! ([`admission`](crate::admission): one waiting request per client, round robin, bounded),
+//! batches everything pending without ever waiting to fill a batch, and keeps exactly one batch at the USIG at a time: while the trusted
 //! component warrants one batch (milliseconds on a TPM), the next one accumulates. Each request
 //! goes to the group serving its partition; a multi-partition request to the group of its first
 //! partition.
@@ -15,6 +16,7 @@
 //! (docs/protocol.md, "Reconfiguration"): requests admitted after it wait here for the next
 //! epoch's core ([`PrimaryCore::take_pending`]).
 
+use crate::admission::Admission;
 use group::view::Slot;
 use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
@@ -23,7 +25,7 @@ use proto::{
     ClientId, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare, PrepareEntry,
     Proposal, Reconfigure, Request, View, ViewChange,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::UniqueWarrant;
@@ -41,6 +43,8 @@ pub enum Rejection {
     NotPrimary,
     /// A JOIN from no replica of the configuration, of another epoch, or with a bad warrant.
     BadJoin,
+    /// The admission queue is full (the client retransmits; see [`crate::admission`]).
+    Overloaded,
 }
 
 /// What the driver must do.
@@ -69,7 +73,7 @@ pub struct PrimaryCore {
     me: NodeId,
     view: View,
     max_batch: usize,
-    pending: VecDeque<PrepareEntry>,
+    pending: Admission,
     /// Restarted replicas' JOINs to order with the next PREPARE, the latest per replica.
     joins: BTreeMap<NodeId, Join>,
     /// The incarnation of each replica whose JOIN this candidate ordered (retransmissions of it
@@ -110,7 +114,7 @@ impl PrimaryCore {
             me,
             view,
             max_batch: max_batch.max(1),
-            pending: VecDeque::new(),
+            pending: Admission::default(),
             joins: BTreeMap::new(),
             joined: BTreeMap::new(),
             signing: None,
@@ -140,7 +144,11 @@ impl PrimaryCore {
 
     /// The requests admitted and not ordered, for the next configuration epoch's core.
     pub fn take_pending(&mut self) -> Vec<Request> {
-        self.pending.drain(..).map(|e| e.request).collect()
+        self.pending
+            .drain()
+            .into_iter()
+            .map(|e| e.request)
+            .collect()
     }
 
     /// The operator's RECONFIGURE: checked (operator signature, this epoch, a valid successor)
@@ -247,8 +255,11 @@ impl PrimaryCore {
             Err(Rejection::Duplicate) => return self.retransmitted(&request),
             other => other?,
         };
-        self.last_admitted.insert(request.client, request.timestamp);
-        self.pending.push_back(PrepareEntry { group, request });
+        let (client, timestamp) = (request.client, request.timestamp);
+        self.pending
+            .push(PrepareEntry { group, request })
+            .map_err(|_| Rejection::Overloaded)?;
+        self.last_admitted.insert(client, timestamp);
         Ok(self.next_batch())
     }
 
@@ -333,9 +344,12 @@ impl PrimaryCore {
             .collect()
     }
 
-    /// A timer tick: PREPAREs may be re-broadcast again.
-    pub fn on_tick(&mut self) {
+    /// A timer tick: PREPAREs may be re-broadcast again, and requests admission held back
+    /// (a client over its share) may be due for a batch now.
+    pub fn on_tick(&mut self) -> Vec<Action> {
         self.rebroadcast.clear();
+        self.pending.tick();
+        self.next_batch()
     }
 
     fn retransmitted(&mut self, request: &Request) -> Result<Vec<Action>, Rejection> {
@@ -356,6 +370,11 @@ impl PrimaryCore {
     /// Requests waiting for the next batch.
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The most requests that may wait for a batch (one per client).
+    pub fn pending_capacity(&self) -> usize {
+        self.pending.max_clients()
     }
 
     fn admit(&self, request: &Request) -> Result<GroupId, Rejection> {
@@ -420,8 +439,10 @@ impl PrimaryCore {
         if self.pending.is_empty() && self.joins.is_empty() {
             return Vec::new();
         }
-        let take = self.pending.len().min(self.max_batch);
-        let entries: Vec<PrepareEntry> = self.pending.drain(..take).collect();
+        let entries = self.pending.take(self.max_batch);
+        if entries.is_empty() && self.joins.is_empty() {
+            return Vec::new();
+        }
         let joins: Vec<Join> = std::mem::take(&mut self.joins).into_values().collect();
         let bytes = Prepare::warranted_bytes(
             self.view,

@@ -219,8 +219,15 @@ impl Cluster {
             path: shown.clone(),
             source,
         })?;
-        let config = toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: shown,
+        Self::parse(&text, &shown)
+    }
+
+    /// Parses and validates a configuration's text; `path` names where it came from in errors.
+    /// [`Cluster::load`] reads files through it, and the fuzz targets and property tests drive
+    /// it directly, so they check exactly what a node accepts.
+    pub fn parse(text: &str, path: &str) -> Result<Self, ConfigError> {
+        let config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
             source,
         })?;
         Self::new(config)

@@ -554,8 +554,20 @@ impl World {
     }
 
     fn tick(&mut self) {
-        for p in self.primaries.values_mut() {
-            p.core.on_tick();
+        // A stalled first primary orders nothing new, not even what it admitted before.
+        let stalled = self.stalled() || self.byzantine_stall;
+        let ids: Vec<NodeId> = self.primaries.keys().copied().collect();
+        let ids: Vec<NodeId> = ids
+            .into_iter()
+            .filter(|&id| !(self.crashed(id) || id == FIRST_PRIMARY && stalled))
+            .collect();
+        for id in ids {
+            let actions = self
+                .primaries
+                .get_mut(&id)
+                .map(|p| p.core.on_tick())
+                .unwrap_or_default();
+            self.primary_actions(id, actions);
         }
         self.restart_replicas();
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();

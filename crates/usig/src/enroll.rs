@@ -5,7 +5,7 @@ use crate::verify::{Directory, Enrollment};
 use crate::warrant::{EpochOffset, UsigId};
 use serde::{Deserialize, Serialize};
 
-/// One `[[usig]]` table of a cluster configuration.
+/// One `[[usig_enrollment]]` table of a cluster configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnrollmentRecord {

@@ -12,6 +12,11 @@ pub enum CodecError {
     /// one encoding and nothing can be smuggled after it.
     #[error("malformed message: {0} trailing bytes after the message")]
     TrailingBytes(usize),
+    /// The bytes decode, but are not how the message encodes (postcard also reads a varint with
+    /// redundant continuation bytes, such as `80 00` for 0): rejected so that every accepted
+    /// message has exactly one encoding, whatever a peer or a digest over the bytes assumes.
+    #[error("malformed message: not the canonical encoding of the message")]
+    NonCanonical,
 }
 
 /// Encodes `value` canonically.
@@ -19,14 +24,18 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
     Ok(postcard::to_stdvec(value)?)
 }
 
-/// Decodes exactly one `T` from `bytes`; trailing bytes are an error.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+/// Decodes exactly one `T` from `bytes`, which must be its canonical encoding: trailing bytes
+/// and any other encoding of the same value (see [`CodecError::NonCanonical`]) are errors.
+pub fn decode<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (value, rest) = postcard::take_from_bytes(bytes)?;
-    if rest.is_empty() {
-        Ok(value)
-    } else {
-        Err(CodecError::TrailingBytes(rest.len()))
+    if !rest.is_empty() {
+        return Err(CodecError::TrailingBytes(rest.len()));
     }
+    // Re-encoding costs one pass over the message, far less than checking its signatures.
+    if encode(&value)? != bytes {
+        return Err(CodecError::NonCanonical);
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -54,6 +63,23 @@ mod tests {
             decode::<Sample>(&bytes),
             Err(CodecError::TrailingBytes(1))
         ));
+    }
+
+    #[test]
+    fn redundant_varint_bytes_are_refused() {
+        // Found by the fuzz targets: `80 00` is a 0 that postcard reads, but never writes.
+        let v = Sample::B(Vec::new());
+        assert_eq!(encode(&v).unwrap(), [1, 0]);
+        for overlong in [
+            &[1, 0x80, 0x00][..],
+            &[0x81, 0x00, 0x00],
+            &[1, 0x80, 0x80, 0x00],
+        ] {
+            assert!(matches!(
+                decode::<Sample>(overlong),
+                Err(CodecError::NonCanonical)
+            ));
+        }
     }
 
     proptest! {

@@ -8,6 +8,7 @@
 
 pub mod codec;
 pub mod frame;
+pub mod testing;
 
 pub use codec::{decode, encode, CodecError};
 pub use frame::{read_frame, write_frame, FrameError};

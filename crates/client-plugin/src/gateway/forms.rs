@@ -126,6 +126,19 @@ pub(crate) struct FormSpec {
     pub(crate) parse: fn(&Fields<'_>) -> Result<Operation, BadInput>,
 }
 
+impl FormSpec {
+    /// The operation a submission of this form asks for, or the field to correct: what the
+    /// gateway signs and sends for it (`now`: the gateway's clock, see [`Fields`]).
+    pub(crate) fn operation(
+        &self,
+        values: &HashMap<String, String>,
+        partitions: u32,
+        now: i64,
+    ) -> Result<Operation, BadInput> {
+        (self.parse)(&Fields::new(values, partitions, now))
+    }
+}
+
 const fn field(name: &'static str, label: &'static str, kind: Kind) -> Field {
     Field {
         name,

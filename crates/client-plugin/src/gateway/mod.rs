@@ -13,9 +13,19 @@
 //! Input is validated before anything is signed: a bad field gets a 400 page naming it and
 //! nothing reaches the cluster. A request without an accepted page before the deadline gets a
 //! 504 (the operation may still have executed).
+//!
+//! The gateway faces the Internet, so every route sits behind [`protect`]'s layers (security
+//! headers, CSRF protection, a per-client form rate, load shedding, body limits) and the
+//! [`server`] loop's header timeout and connection limits, all set by [`GatewayLimits`]. Error
+//! pages say what the person can do, never what failed inside (that goes to the log).
 
 mod forms;
 mod html;
+mod limits;
+mod protect;
+mod server;
+
+pub use limits::{GatewayLimits, GatewayMetrics, InvalidLimit, Refusal};
 
 use crate::client::{ClientEndpoint, ClientError};
 use axum::extract::rejection::FormRejection;
@@ -24,7 +34,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use forms::{App, Fields, FormSpec};
+use forms::{App, FormSpec};
 use net::metrics::Registry;
 use std::collections::HashMap;
 use std::io;
@@ -52,6 +62,17 @@ pub enum GatewayError {
         listen: SocketAddr,
         source: io::Error,
     },
+    /// A limit cannot work (zero, or an origin that is not one).
+    #[error("gateway limit {0}")]
+    Limits(#[from] InvalidLimit),
+}
+
+/// How a gateway protects itself and where it counts.
+#[derive(Clone, Debug, Default)]
+pub struct GatewayOptions {
+    pub limits: GatewayLimits,
+    /// Pass [`GatewayMetrics::register`]'s result to export them.
+    pub metrics: GatewayMetrics,
 }
 
 struct Gate {
@@ -61,10 +82,19 @@ struct Gate {
     partitions: u32,
 }
 
-/// The gateway's routes over `endpoint`, for callers that serve them themselves. `registry`
+/// The gateway's routes over `endpoint` with every request-level protection of `options`, for
+/// callers that serve them themselves (serve them with
+/// `into_make_service_with_connect_info::<SocketAddr>()`, or all clients share one form rate;
+/// header timeouts and connection limits are the server's: see [`Gateway::serve`]). `registry`
 /// (with the endpoint's [`ClientMetrics`](crate::client::ClientMetrics) registered, typically)
-/// is rendered at `/metrics`.
-pub fn router(endpoint: ClientEndpoint, registry: Arc<Registry>) -> Result<Router, GatewayError> {
+/// is rendered at `/metrics`. Call it inside a tokio runtime.
+pub fn router(
+    endpoint: ClientEndpoint,
+    registry: Arc<Registry>,
+    options: &GatewayOptions,
+) -> Result<Router, GatewayError> {
+    options.limits.validate()?;
+    options.metrics.limits(&options.limits);
     let config = &endpoint.cluster().config;
     let app = App::from_name(&config.application)
         .ok_or_else(|| GatewayError::UnknownApplication(config.application.clone()))?;
@@ -89,7 +119,37 @@ pub fn router(endpoint: ClientEndpoint, registry: Arc<Registry>) -> Result<Route
             ),
         );
     }
-    Ok(router.with_state(gate))
+    let router = router
+        .fallback(protect::not_found)
+        .method_not_allowed_fallback(|| async { StatusCode::METHOD_NOT_ALLOWED })
+        .with_state(gate);
+    Ok(protect::protect(router, &options.limits, &options.metrics))
+}
+
+/// An operation's declared partitions and its bytes, as the gateway signs and sends them.
+pub type FormOperation = (Vec<proto::PartitionId>, Vec<u8>);
+
+/// What the gateway of a cluster running `application` (with `partitions` partitions) makes of
+/// a form posted to `action` with these fields, as [`router`]'s handlers do: the operation's
+/// partitions and bytes that it would sign and send, or the refusal shown to the user; `None`
+/// when no form of the application posts there. Public so that the fuzz targets and property
+/// tests check exactly what the gateway would send (`now`: the clock, in Unix seconds).
+pub fn form_operation(
+    application: &str,
+    action: &str,
+    values: &HashMap<String, String>,
+    partitions: u32,
+    now: i64,
+) -> Option<Result<FormOperation, String>> {
+    let spec = App::from_name(application)?
+        .forms()
+        .iter()
+        .find(|spec| spec.action == action)?;
+    Some(
+        spec.operation(values, partitions, now)
+            .map(|op| (op.partitions, op.bytes))
+            .map_err(|bad| bad.to_string()),
+    )
 }
 
 /// A running gateway.
@@ -102,25 +162,27 @@ pub struct Gateway {
 
 impl Gateway {
     /// Serves the gateway's routes on `listen` (port 0 picks a free port; see
-    /// [`local_addr`](Gateway::local_addr)) until [`shutdown`](Gateway::shutdown).
+    /// [`local_addr`](Gateway::local_addr)) until [`shutdown`](Gateway::shutdown), within
+    /// `options`' limits.
     pub async fn serve(
         listen: SocketAddr,
         endpoint: ClientEndpoint,
         registry: Arc<Registry>,
+        options: GatewayOptions,
     ) -> Result<Gateway, GatewayError> {
-        let router = router(endpoint.clone(), registry)?;
+        let router = router(endpoint.clone(), registry, &options)?;
         let bind = |source| GatewayError::Bind { listen, source };
         let listener = TcpListener::bind(listen).await.map_err(bind)?;
         let local_addr = listener.local_addr().map_err(bind)?;
+        // A dropped sender stops the server as well.
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    // A dropped sender stops the server as well.
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let server = tokio::spawn(server::serve(
+            listener,
+            router,
+            options.limits,
+            options.metrics,
+            stopped,
+        ));
         tracing::info!(%local_addr, "gateway serving http://{local_addr}/");
         Ok(Gateway {
             local_addr,
@@ -172,6 +234,10 @@ async fn submit(
 ) -> Response {
     let values = match form {
         Ok(Form(values)) => values,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let (heading, advice) = protect::refusal_text(StatusCode::PAYLOAD_TOO_LARGE);
+            return error_page(StatusCode::PAYLOAD_TOO_LARGE, heading, advice);
+        }
         Err(rejection) => {
             return error_page(
                 StatusCode::BAD_REQUEST,
@@ -183,7 +249,7 @@ async fn submit(
             );
         }
     };
-    let operation = match (spec.parse)(&Fields::new(&values, gate.partitions, unix_now())) {
+    let operation = match spec.operation(&values, gate.partitions, unix_now()) {
         Ok(operation) => operation,
         Err(bad) => {
             tracing::debug!(form = spec.id, %bad, "refusing form input");
@@ -226,7 +292,8 @@ fn unix_now() -> i64 {
         })
 }
 
-/// The page for a request that got no accepted page.
+/// The page for a request that got no accepted page. It tells the person what to do and
+/// nothing about the cluster (identities, retransmissions, paths): the `error` is in the log.
 fn failure(error: &ClientError) -> Response {
     let (status, heading, advice) = match error {
         ClientError::Timeout { .. } => (
@@ -256,10 +323,10 @@ fn failure(error: &ClientError) -> Response {
         | ClientError::Bind { .. } => (
             StatusCode::INTERNAL_SERVER_ERROR,
             "The gateway failed",
-            "See the gateway's log.",
+            "Try again later.",
         ),
     };
-    error_page(status, heading, &format!("{error}. {advice}"))
+    error_page(status, heading, advice)
 }
 
 fn error_page(status: StatusCode, heading: &str, message: &str) -> Response {

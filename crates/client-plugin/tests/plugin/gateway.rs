@@ -1,35 +1,38 @@
 //! The HTTP gateway over fake replicas, driven by a minimal HTTP/1.1 client.
 
 use crate::harness::{Harness, WAIT};
-use client_plugin::{ClientMetrics, ClientOptions, Gateway, GatewayError};
+use client_plugin::{
+    ClientMetrics, ClientOptions, Gateway, GatewayError, GatewayLimits, GatewayMetrics,
+    GatewayOptions,
+};
 use dbvote::bank::BankOp;
 use dbvote::noop::NoopOp;
 use net::metrics::Registry;
 use proto::Request;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tpcc::txn::TpccOp;
 
-const FORM: &str = "application/x-www-form-urlencoded";
+pub const FORM: &str = "application/x-www-form-urlencoded";
 
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 }
@@ -37,9 +40,76 @@ impl Response {
 /// One HTTP/1.1 exchange on its own connection (`Connection: close`, so the body ends at EOF and
 /// must match Content-Length).
 async fn http(to: SocketAddr, method: &str, path: &str, form: Option<(&str, &str)>) -> Response {
-    let mut stream = TcpStream::connect(to).await.unwrap();
+    exchange(&Ask::new(to, method, path, form)).await
+}
+
+/// A connection to `to` from the loopback address `from` (every 127/8 address is this machine,
+/// so a test can be several clients).
+pub async fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// An HTTP request to make: [`http`]'s, from a chosen address and with extra headers.
+pub struct Ask<'a> {
+    pub to: SocketAddr,
+    pub from: IpAddr,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub form: Option<(&'a str, &'a str)>,
+    pub headers: Vec<(&'a str, String)>,
+}
+
+impl<'a> Ask<'a> {
+    pub fn new(
+        to: SocketAddr,
+        method: &'a str,
+        path: &'a str,
+        form: Option<(&'a str, &'a str)>,
+    ) -> Self {
+        Ask {
+            to,
+            from: IpAddr::from([127, 0, 0, 1]),
+            method,
+            path,
+            form,
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn post(to: SocketAddr, path: &'a str, body: &'a str) -> Self {
+        Ask::new(to, "POST", path, Some((FORM, body)))
+    }
+
+    pub fn from(self, from: [u8; 4]) -> Self {
+        Ask {
+            from: IpAddr::from(from),
+            ..self
+        }
+    }
+
+    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+pub async fn exchange(ask: &Ask<'_>) -> Response {
+    let Ask {
+        to,
+        from,
+        method,
+        path,
+        form,
+        ..
+    } = *ask;
+    let mut stream = connect_from(from, to).await;
     let (content_type, body) = form.unwrap_or(("", ""));
     let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n");
+    for (name, value) in &ask.headers {
+        request += &format!("{name}: {value}\r\n");
+    }
     if form.is_some() {
         request += &format!(
             "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
@@ -89,25 +159,44 @@ async fn http(to: SocketAddr, method: &str, path: &str, form: Option<(&str, &str
     response
 }
 
-async fn post(to: SocketAddr, path: &str, body: &str) -> Response {
+pub async fn post(to: SocketAddr, path: &str, body: &str) -> Response {
     http(to, "POST", path, Some((FORM, body))).await
 }
 
-/// A gateway over `h`'s fake cluster, with its metrics registered.
+/// A gateway over `h`'s fake cluster with the default limits, its metrics registered.
 async fn gateway(h: &Harness, options: ClientOptions) -> Gateway {
+    gateway_with(h, options, GatewayLimits::default()).await.0
+}
+
+/// A gateway over `h`'s fake cluster within `limits`, and its metrics.
+pub async fn gateway_with(
+    h: &Harness,
+    options: ClientOptions,
+    limits: GatewayLimits,
+) -> (Gateway, GatewayMetrics) {
     let mut registry = Registry::default();
     let options = ClientOptions {
         metrics: ClientMetrics::register(&mut registry),
         ..options
     };
+    let metrics = GatewayMetrics::register(&mut registry);
     let endpoint = h.open(options).await;
-    Gateway::serve("127.0.0.1:0".parse().unwrap(), endpoint, Arc::new(registry))
-        .await
-        .unwrap()
+    let gateway = Gateway::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        endpoint,
+        Arc::new(registry),
+        GatewayOptions {
+            limits,
+            metrics: metrics.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    (gateway, metrics)
 }
 
 /// A page with bytes a gateway must not touch: non-ASCII, a byte that is not UTF-8, CRLF.
-fn render(request: &Request) -> Vec<u8> {
+pub fn render(request: &Request) -> Vec<u8> {
     let mut page = format!("<!DOCTYPE html>\r\n<p>café {}</p>", request.timestamp).into_bytes();
     page.push(0xff);
     page
@@ -395,6 +484,10 @@ async fn a_cluster_that_does_not_answer_gets_a_504() {
         "{}",
         response.text()
     );
+    // What failed inside (retransmissions, quorums, identities) is for the log only.
+    for internal in ["retransmission", "f+1", "replica", "identit"] {
+        assert!(!response.text().contains(internal), "{}", response.text());
+    }
     assert_eq!(gateway.endpoint().stats().timeouts, 1);
     gateway.shutdown().await;
 }
@@ -407,6 +500,7 @@ async fn an_application_without_forms_is_refused() {
         "127.0.0.1:0".parse().unwrap(),
         endpoint.clone(),
         Arc::new(Registry::default()),
+        GatewayOptions::default(),
     )
     .await
     .err()

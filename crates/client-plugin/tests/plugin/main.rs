@@ -4,3 +4,4 @@
 mod client;
 mod gateway;
 mod harness;
+mod limits;

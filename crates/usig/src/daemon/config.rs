@@ -64,7 +64,14 @@ impl UsigdConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        let config: UsigdConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates a configuration's text; `path` names where it came from in errors.
+    /// [`UsigdConfig::load`] reads files through it, and the fuzz targets and property tests
+    /// drive it directly, so they check exactly what usigd accepts.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: UsigdConfig = toml::from_str(text).map_err(|source| ConfigError::Parse {
             path: path.to_path_buf(),
             source,
         })?;
@@ -141,11 +148,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<UsigdConfig, ConfigError> {
-        let config: UsigdConfig = toml::from_str(text).map_err(|source| ConfigError::Parse {
-            path: "t".into(),
-            source,
-        })?;
-        config.validate().map(|()| config)
+        UsigdConfig::parse(text, Path::new("t"))
     }
 
     #[test]
