@@ -10,8 +10,8 @@
 use anyhow::{bail, Context, Result};
 use group::order::OrderBook;
 use net::{Inbound, Transport, TransportConfig};
-use proto::config::{Cluster, ClusterConfig, UsigStart};
-use proto::reconfig::{certified, check_successor};
+use proto::config::{Cluster, ClusterConfig};
+use proto::reconfig::{certified, check_successor, collect_close, next_configuration};
 use proto::{
     Configure, Envelope, EpochClose, Message, NodeId, PositionReport, PositionRequest, Reconfigure,
     Signature, SigningKey,
@@ -48,7 +48,7 @@ pub struct Outcome {
     pub silent: Vec<u32>,
     /// Where the USIG sequence of every replica that reported continues (removed replicas
     /// included: re-added later, they continue from there), with its USIG epoch.
-    pub positions: BTreeMap<u32, (Option<UsigStart>, u64)>,
+    pub positions: proto::reconfig::Positions,
 }
 
 /// The operator: its key and a listening address for the nodes' answers.
@@ -119,10 +119,13 @@ impl Operator {
             closed_after.as_secs_f64()
         ));
         let (reports, book) = self.positions(current, &next, book_digest).await?;
-        let book = OrderBook::decode(&book, current)
-            .map(|b| (b.epoch_start(), book))
+        let book = OrderBook::start_of(&book, current)
+            .map(|start| (start, book))
             .context("the certified order book does not decode (a bug)")?;
-        let (config, rejoining, positions) = configuration(current, next, &reports, book.0, view)?;
+        let primary = group::view::primary_of(current, view);
+        let (config, rejoining, positions) =
+            next_configuration(current, next, &reports, book.0, primary)
+                .map_err(|e| anyhow::anyhow!("the next configuration is refused: {e}"))?;
         let cut_order = config.epoch_start.order;
         if !rejoining.is_empty() {
             progress(format!(
@@ -173,21 +176,8 @@ impl Operator {
                 let Message::EpochClose(close) = m else {
                     continue;
                 };
-                let valid = current
-                    .node_key(close.replica)
-                    .is_some_and(|k| close.verify(k));
-                if !valid || close.config_epoch != current.epoch() {
-                    continue;
-                }
-                let point = close.point();
-                closes.insert(close.replica, close);
-                let matching: Vec<EpochClose> = closes
-                    .values()
-                    .filter(|c| c.point() == point)
-                    .cloned()
-                    .collect();
-                if certified(current, &matching).is_ok() {
-                    return Ok(matching);
+                if let Some(certificate) = collect_close(current, &mut closes, close) {
+                    return Ok(certificate);
                 }
             }
         }
@@ -352,96 +342,4 @@ fn all_nodes(cluster: &Cluster) -> Vec<NodeId> {
         .map(|p| p.id)
         .chain(c.replicas.iter().map(|r| r.id))
         .chain(c.db_nodes.iter().map(|d| d.id)))
-}
-
-/// Where the USIG sequences of a reconfiguration's nodes continue, by node id.
-type Positions = BTreeMap<u32, (Option<UsigStart>, u64)>;
-
-/// The next epoch's configuration: the shape, where it starts (the certified book), where
-/// every identity's USIG sequence continues (from its report; a replica without one rejoins),
-/// and the candidate of the closing view first (it orders view 0 of the new epoch). Also every
-/// reported position.
-fn configuration(
-    current: &Cluster,
-    mut next: ClusterConfig,
-    reports: &BTreeMap<NodeId, PositionReport>,
-    start: proto::config::EpochStart,
-    view: proto::View,
-) -> Result<(ClusterConfig, Vec<u32>, Positions)> {
-    next.epoch_start = start;
-    let position = |id: u32, previous: Option<&UsigStart>| -> Result<Option<(UsigStart, u64)>> {
-        let Some(report) = reports.get(&NodeId(id)) else {
-            return Ok(None);
-        };
-        let Some((digest, ui)) = &report.last else {
-            // Nothing warranted since the epoch began: it continues where the epoch started it.
-            let epoch = current.usig_epoch_of(NodeId(id)).map_or(0, |e| e.0);
-            return Ok(Some((previous.cloned().unwrap_or_default(), epoch)));
-        };
-        let usig = current
-            .usig_of(NodeId(id))
-            .context("a reporting node has no USIG identity")?;
-        let link = current
-            .directory
-            .verify_digest(usig, digest, ui)
-            .map_err(|e| anyhow::anyhow!("node {id}'s position report does not verify: {e}"))?;
-        let chain = link.map(|l| hex::encode(l.next)).unwrap_or_default();
-        Ok(Some((
-            UsigStart {
-                counter: ui.counter,
-                chain,
-            },
-            ui.epoch.0,
-        )))
-    };
-    let mut positions = Positions::new();
-    for r in &current.config.replicas {
-        if let Some((start, epoch)) = position(r.id, r.usig_start.as_ref())? {
-            positions.insert(r.id, ((start.counter > 0).then_some(start), epoch));
-        }
-    }
-    let continuing: BTreeSet<u32> = current.config.replicas.iter().map(|r| r.id).collect();
-    let mut rejoining = Vec::new();
-    for r in &mut next.replicas {
-        let previous = current
-            .config
-            .replicas
-            .iter()
-            .find(|c| c.id == r.id)
-            .and_then(|c| c.usig_start.as_ref());
-        match position(r.id, previous.or(r.usig_start.as_ref()))? {
-            Some((start, epoch)) => {
-                r.usig_start = (start.counter > 0).then_some(start);
-                r.usig_epoch = Some(epoch);
-                r.rejoin = false;
-            }
-            None if continuing.contains(&r.id) => {
-                r.usig_start = None;
-                r.rejoin = true;
-                rejoining.push(r.id);
-            }
-            // A replica that joins in this epoch: its own start (fresh, or where it stopped
-            // when it was removed before).
-            None => r.rejoin = false,
-        }
-    }
-    for p in &mut next.primaries {
-        let previous = current
-            .config
-            .primaries
-            .iter()
-            .find(|c| c.id == p.id)
-            .and_then(|c| c.usig_start.as_ref());
-        if let Some((start, epoch)) = position(p.id, previous)? {
-            p.usig_start = (start.counter > 0).then_some(start);
-            p.usig_epoch = Some(epoch);
-        }
-    }
-    let primary = group::view::primary_of(current, view);
-    if let Some(i) = next.primaries.iter().position(|p| p.id == primary.0) {
-        next.primaries.rotate_left(i);
-    }
-    check_successor(&current.config, &next)
-        .map_err(|e| anyhow::anyhow!("the next configuration is refused: {e}"))?;
-    Ok((next, rejoining, positions))
 }

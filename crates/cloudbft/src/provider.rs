@@ -69,6 +69,9 @@ impl Provider for LocalProvider {
                 .with_context(|| format!("replica {}.addr", r.id))?;
             let metrics = SocketAddr::new(addr.ip(), addr.port() + 1000);
             let name = format!("replica-{}", r.id);
+            // The same replica removed a little earlier may still finish its closed epoch
+            // there (up to a minute): it must be gone before this one binds its address.
+            wait_free(&name, addr)?;
             let log = self.dir.join("logs").join(format!("{name}.log"));
             let out = std::fs::OpenOptions::new()
                 .create(true)
@@ -153,6 +156,27 @@ fn pin_epoch(dir: &Path, r: &mut ReplicaConfig) -> Result<()> {
         r.usig_start = None;
     }
     r.usig_epoch = Some(epoch);
+    Ok(())
+}
+
+/// How long an address may stay taken by a replica finishing its removal.
+const FREE_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn wait_free(name: &str, addr: SocketAddr) -> Result<()> {
+    let deadline = Instant::now() + FREE_TIMEOUT;
+    let mut told = false;
+    while std::net::TcpListener::bind(addr).is_err() {
+        if !told {
+            eprintln!(
+                "{name}: {addr} is still taken (a removed replica finishing its epoch?); waiting"
+            );
+            told = true;
+        }
+        if Instant::now() > deadline {
+            bail!("{name}: {addr} stayed taken for {FREE_TIMEOUT:?}: which process holds it?");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     Ok(())
 }
 

@@ -349,6 +349,9 @@ pub struct ReplicaCore {
     /// The end of our history we signed an EPOCH-CLOSE for, once the epoch's last PREPARE is
     /// ordered (a new view's cut may end it again later, with its NEW-VIEW slot).
     closed_at: Option<u64>,
+    /// Our latest EPOCH-CLOSE and the tick we last sent it: re-sent until the operator asks for
+    /// our position (it then holds the certificate).
+    own_close: Option<(EpochClose, u64)>,
     /// The latest EPOCH-CLOSE of every replica of the epoch.
     closes: BTreeMap<NodeId, EpochClose>,
     /// f+1 matching EPOCH-CLOSEs of every group, once they arrived, and the order book they
@@ -441,6 +444,7 @@ impl ReplicaCore {
             recoveries: 0,
             answered: BTreeMap::new(),
             closed_at: None,
+            own_close: None,
             closes: BTreeMap::new(),
             certificate: None,
             closing_books: BTreeMap::new(),
@@ -876,6 +880,7 @@ impl ReplicaCore {
             "configuration epoch ends here: EPOCH-CLOSE signed"
         );
         self.record_close(close.clone());
+        self.own_close = Some((close.clone(), self.ticks));
         Some(Action::SendEpochClose(close))
     }
 
@@ -921,19 +926,6 @@ impl ReplicaCore {
         self.certificate.as_ref()
     }
 
-    /// Our cached replies, each client's last (to carry into the next configuration epoch's
-    /// core: a client whose reply was lost retransmits there, and its request is a duplicate).
-    pub fn take_replies(&mut self) -> BTreeMap<ClientId, Reply> {
-        std::mem::take(&mut self.replies)
-    }
-
-    /// Replies cached by this replica's core of the previous configuration epoch.
-    pub fn keep_replies(&mut self, replies: BTreeMap<ClientId, Reply>) {
-        for (client, reply) in replies {
-            self.replies.entry(client).or_insert(reply);
-        }
-    }
-
     /// Whether the epoch's last PREPARE is ordered in our history.
     pub fn is_closing(&self) -> bool {
         self.book.is_closed()
@@ -947,7 +939,9 @@ impl ReplicaCore {
 
     /// Stops warranting anything in this epoch: the operator asked where our USIG sequence
     /// stands, and the next epoch continues right after our last warrant. Messages warranted
-    /// already still go out.
+    /// already still go out. A frozen core still re-sends its decided executions to the
+    /// database nodes that have not answered and answers clients from its reply cache: the
+    /// driver keeps it for a while after the next epoch started, to finish its epoch's work.
     pub fn freeze(&mut self) {
         self.frozen = true;
         self.to_warrant.clear();
@@ -1911,13 +1905,26 @@ impl ReplicaCore {
             r.asked = now;
             return vec![Action::SendJoin(join), Action::RequestRecovery];
         }
+        // Frozen for the operator, and kept by the driver after the next epoch started: it
+        // warrants nothing more, but its epoch's decisions still go to the database nodes that
+        // have not answered (nobody else can send them any more: the next epoch's cores start
+        // empty), and its reply cache still answers retransmissions.
         if self.frozen {
-            return Vec::new();
+            return self.resend_commit_dbs(now);
         }
         if self.far_behind() {
             return self.start_over();
         }
         let mut actions = self.next_warrant();
+        // Sent once, an EPOCH-CLOSE that the operator (or a peer) lost would never come again:
+        // the epoch could not close, and nothing else would replace it (request timers are off
+        // once the epoch's last PREPARE is ordered).
+        if let Some((close, sent)) = self.own_close.as_mut() {
+            if now - *sent >= RECOVERY_RETRY_TICKS {
+                *sent = now;
+                actions.push(Action::SendEpochClose(close.clone()));
+            }
+        }
         let timer = self.timer();
         match self.changing_to {
             // Requests that reach us after the epoch's last PREPARE wait for the next epoch:

@@ -108,6 +108,12 @@ impl OrderBook {
             .then_some(book)
     }
 
+    /// Where the next configuration epoch starts after the encoded book `bytes` (a
+    /// certificate's), if it decodes for `cluster`: what a CONFIGURE's `epoch_start` must equal.
+    pub fn start_of(bytes: &[u8], cluster: &Cluster) -> Option<proto::config::EpochStart> {
+        Self::decode(bytes, cluster).map(|b| b.epoch_start())
+    }
+
     /// True when the request is newer than its client's last ordered one.
     pub fn is_newer(&self, request: &Request) -> bool {
         self.last_ordered

@@ -5,7 +5,7 @@
 use crate::peers::Peers;
 use group::order::OrderBook;
 use proto::config::{Cluster, ClusterConfig};
-use proto::reconfig::{BookStart, ReconfigError};
+use proto::reconfig::ReconfigError;
 use proto::{
     ConfigRequest, Configure, EpochStarted, Message, NodeId, PositionReport, PositionRequest,
     Signature, SigningKey,
@@ -58,11 +58,8 @@ impl Epochs {
             acknowledge(node, current, configure);
             return None;
         }
-        let decode = |bytes: &[u8]| -> Option<BookStart> {
-            OrderBook::decode(bytes, current).map(|b| b.epoch_start())
-        };
         let adopted = configure
-            .check(current, shape, decode)
+            .check(current, shape, |book| OrderBook::start_of(book, current))
             .and_then(|next| self.keep(configure, &next));
         if let Ok(next) = &adopted {
             acknowledge(node, next, configure);
@@ -79,20 +76,7 @@ impl Epochs {
         shape: &Cluster,
         configure: &Configure,
     ) -> Result<Arc<Cluster>, ReconfigError> {
-        let key = shape.operator_key().ok_or(ReconfigError::NoOperator)?;
-        if !configure.verify(&key) {
-            return Err(ReconfigError::Signature);
-        }
-        let next: ClusterConfig =
-            toml::from_str(&configure.config).map_err(|e| ReconfigError::Parse(e.to_string()))?;
-        if next.config_epoch != shape.config.config_epoch
-            || !proto::reconfig::same_shape(&shape.config, &next)
-        {
-            return Err(ReconfigError::Epoch {
-                current: shape.config.config_epoch,
-                got: next.config_epoch,
-            });
-        }
+        let next = configure.check_as_newcomer(shape)?;
         let next = self.keep(configure, &next)?;
         acknowledge(node, &next, configure);
         Ok(next)

@@ -214,6 +214,71 @@ impl InEpoch {
     }
 }
 
+/// How long a closed epoch's core goes on after the next epoch started: clients whose replies
+/// were lost retransmit within it (a request ordered in the closed epoch is answered only from
+/// that epoch's reply cache), and a database node that has not answered by then catches up by
+/// state transfer.
+const FINISH_FOR: Duration = Duration::from_secs(60);
+
+/// The core of the epoch this replica closed, kept after the next one started to finish its
+/// work there (docs/protocol.md, "Reconfiguration", step 5): frozen, it warrants nothing, but
+/// re-sends its decisions to the database nodes that have not answered (nobody else can: the
+/// next epoch's cores start empty) and answers retransmitted requests from its reply cache.
+struct Finishing {
+    core: ReplicaCore,
+    db_nodes: Vec<NodeId>,
+    until: Instant,
+}
+
+impl Finishing {
+    fn new(mut core: ReplicaCore, roles: &Roles) -> Finishing {
+        core.freeze();
+        Finishing {
+            core,
+            db_nodes: roles.db_nodes.clone(),
+            until: Instant::now() + FINISH_FOR,
+        }
+    }
+
+    fn done(&self) -> bool {
+        Instant::now() >= self.until
+    }
+
+    /// Results and client retransmissions go to it too.
+    fn offer(&mut self, message: &Message, peers: &Peers, pages: &PageStage) {
+        let actions = match message {
+            Message::ReplyCommitDb(r) => {
+                self.core.on_reply_commit_db(r.clone()).unwrap_or_default()
+            }
+            Message::Request(r) => self.core.on_request(r),
+            _ => return,
+        };
+        self.send(actions, peers, pages);
+    }
+
+    fn tick(&mut self, peers: &Peers, pages: &PageStage) {
+        let actions = self.core.on_tick();
+        self.send(actions, peers, pages);
+    }
+
+    /// What a frozen core sends: COMMIT-DBs and REPLYs.
+    fn send(&self, actions: Vec<Action>, peers: &Peers, pages: &PageStage) {
+        for action in actions {
+            match action {
+                Action::SendCommitDb { to, commit_db } => {
+                    let m = Message::CommitDb(commit_db);
+                    match to {
+                        Some(db) => peers.to_node(db, &m),
+                        None => peers.to_nodes(self.db_nodes.iter().copied(), &m),
+                    }
+                }
+                Action::SendReply(reply) => send_reply(peers, reply, pages),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Waits for the operator's CONFIGURE of the epoch this replica was started for (`cloudbft
 /// replica --await-epoch`), checked against the shape it was started with.
 async fn await_configure(
@@ -296,6 +361,9 @@ pub async fn run(
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
     let mut tick = tokio::time::interval(options.node.tick);
     let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode);
+    // The closed epoch's core while it finishes; for a removed replica, the running one.
+    let mut finishing: Option<Finishing> = None;
+    let mut leaving: Option<Instant> = None;
     loop {
         let actions = if !first.is_empty() {
             std::mem::take(&mut first)
@@ -315,20 +383,20 @@ pub async fn run(
                                     tracing::info!(
                                         id = me.0,
                                         epoch = next.epoch().0,
-                                        "removed from the configuration at epoch {}: sending \
-                                         the pages still in the page stage, then stopping",
+                                        "removed from the configuration at epoch {}: stopping \
+                                         once our work in the previous epoch is done",
                                         next.epoch().0
                                     );
-                                    drain(&pages, &peers).await;
-                                    break;
+                                    e.core.freeze();
+                                    leaving = Some(Instant::now() + FINISH_FOR);
+                                    continue;
                                 }
                                 peers.update(&next)?;
                                 metrics.epoch_closed.set(0);
-                                // Clients whose reply got lost retransmit in the new epoch: the
-                                // request is a duplicate there, answered from this cache.
-                                let replies = e.core.take_replies();
-                                (e, first) = InEpoch::start(&options, next, &app, &key)?;
-                                e.core.keep_replies(replies);
+                                let (next, actions) = InEpoch::start(&options, next, &app, &key)?;
+                                let closed = std::mem::replace(&mut e, next);
+                                finishing = Some(Finishing::new(closed.core, &closed.roles));
+                                first = actions;
                                 continue;
                             }
                             Some(Err(err)) => {
@@ -352,7 +420,12 @@ pub async fn run(
                         }
                         Vec::new()
                     }
-                    message => on_message(&mut e.core, &e.cluster, &metrics, message),
+                    message => {
+                        if let Some(f) = finishing.as_mut() {
+                            f.offer(&message, &peers, &pages);
+                        }
+                        on_message(&mut e.core, &e.cluster, &metrics, message)
+                    }
                 }
             }
             Some(result) = warranted.recv() => e.core.warranted(result?),
@@ -370,6 +443,12 @@ pub async fn run(
                 metrics.transport.update(peers.transport());
                 metrics.pages_queued.set(pages.queued() as u64);
                 metrics.page_workers_busy.set(pages.busy() as u64);
+                if let Some(f) = finishing.as_mut() {
+                    f.tick(&peers, &pages);
+                }
+                if finishing.as_ref().is_some_and(Finishing::done) {
+                    finishing = None;
+                }
                 e.core.on_tick()
             }
             }
@@ -512,6 +591,11 @@ pub async fn run(
             let book = core.epoch_certificate().and_then(|(_, book)| book.clone());
             epochs.report(&peers, me, &e.cluster, &key, usig.last(), book);
         }
+        if leaving.is_some_and(|until| Instant::now() >= until) {
+            tracing::info!(id = me.0, "our work in the closed epoch is done");
+            drain(&pages, &peers).await;
+            break;
+        }
         // Orders whose reply never came (a client that vanished) must not pile up.
         while decided_at.len() > 65_536 {
             decided_at.pop_first();
@@ -522,7 +606,7 @@ pub async fn run(
     Ok(())
 }
 
-/// How long a removed replica waits for its last pages and replies to go out.
+/// How long a removed replica waits, at the end, for its last pages and replies to go out.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Waits until the page stage is idle and the transport has handed every queued frame to its

@@ -4,7 +4,7 @@
 //! sequence continues, and the operator's CONFIGURE that starts the next epoch. Also the rules
 //! every node applies to decide whether a configuration may follow another one.
 
-use crate::config::{Cluster, ClusterConfig, ConfigError, EpochStart};
+use crate::config::{Cluster, ClusterConfig, ConfigError, EpochStart, UsigStart};
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, NodeId};
 use crate::message::canonical;
@@ -47,6 +47,8 @@ pub enum ReconfigError {
     Invalid(#[from] ConfigError),
     #[error("the certificate is not f+1 matching EPOCH-CLOSEs of every group at the RECONFIGURE's slot: {0}")]
     Certificate(String),
+    #[error("node {node}'s position report does not verify: {why}")]
+    Position { node: u32, why: String },
 }
 
 fn invalid(field: impl Into<String>, fix: impl Into<String>) -> ReconfigError {
@@ -312,6 +314,30 @@ pub fn certified(
     Ok(point)
 }
 
+/// Keeps `close` as its replica's latest EPOCH-CLOSE in `closes` if it is signed by a node of
+/// `cluster` for its epoch, and returns the certificate (f+1 matching ones of every group) once
+/// its point has one: how an operator collects them, in `cloudbft` and in the simulation.
+pub fn collect_close(
+    cluster: &Cluster,
+    closes: &mut BTreeMap<NodeId, EpochClose>,
+    close: EpochClose,
+) -> Option<Vec<EpochClose>> {
+    let valid = cluster
+        .node_key(close.replica)
+        .is_some_and(|k| close.verify(k));
+    if !valid || close.config_epoch != cluster.epoch() {
+        return None;
+    }
+    let point = close.point();
+    closes.insert(close.replica, close);
+    let matching: Vec<EpochClose> = closes
+        .values()
+        .filter(|c| c.point() == point)
+        .cloned()
+        .collect();
+    certified(cluster, &matching).ok().map(|_| matching)
+}
+
 /// The operator's next configuration, with the certificate of where the previous epoch ended and
 /// the order book there, so that every node can check the start it is given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -396,6 +422,28 @@ impl Configure {
     }
 }
 
+impl Configure {
+    /// Checks a CONFIGURE at a node that was not in the previous epoch and waits to join
+    /// (`cloudbft replica --await-epoch`, a spare of the simulation): it knows only the shape it
+    /// was started with, so it checks the operator's signature with the shape's operator key, the
+    /// epoch and the shape. Returns the configuration to start.
+    pub fn check_as_newcomer(&self, shape: &Cluster) -> Result<ClusterConfig, ReconfigError> {
+        let key = shape.operator_key().ok_or(ReconfigError::NoOperator)?;
+        if !self.verify(&key) {
+            return Err(ReconfigError::Signature);
+        }
+        let next: ClusterConfig =
+            toml::from_str(&self.config).map_err(|e| ReconfigError::Parse(e.to_string()))?;
+        if next.config_epoch != shape.config.config_epoch || !same_shape(&shape.config, &next) {
+            return Err(ReconfigError::Epoch {
+                current: shape.config.config_epoch,
+                got: next.config_epoch,
+            });
+        }
+        Ok(next)
+    }
+}
+
 /// The operator asks a node where its USIG sequence stands, once the epoch is closed: the node
 /// then warrants nothing more in this epoch and answers at `reply_to`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -446,3 +494,106 @@ crate::node_signed!(ConfigRequest, b"cloudbft/config-request/v1", |m| (
     m.client,
     m.config_epoch
 ));
+
+/// Where the USIG sequences of a reconfiguration's nodes continue, by node id: the start after
+/// the node's last warrant (none: counter 1) and its USIG epoch.
+pub type Positions = BTreeMap<u32, (Option<UsigStart>, u64)>;
+
+/// The next epoch's configuration as the operator writes it (docs/protocol.md,
+/// "Reconfiguration", step 3): the shape `next`, where it starts (`start`, the certified book's
+/// epoch start), where every identity's USIG sequence continues (from its position report; a
+/// replica of `current` without one rejoins with a JOIN), and `closing_primary` (the primary of
+/// the certificate's view, which ordered the RECONFIGURE or the cut that kept it) first among
+/// the candidates, so that it orders view 0 of the new epoch. Returns the configuration, the
+/// replicas that rejoin and every reported position (removed replicas included: re-added later,
+/// they continue from there). One function for every operator (the `cloudbft` commands and the
+/// simulation's), so that what is tested is what runs.
+pub fn next_configuration(
+    current: &Cluster,
+    mut next: ClusterConfig,
+    reports: &BTreeMap<NodeId, PositionReport>,
+    start: EpochStart,
+    closing_primary: NodeId,
+) -> Result<(ClusterConfig, Vec<u32>, Positions), ReconfigError> {
+    next.epoch_start = start;
+    let position = |id: u32,
+                    previous: Option<&UsigStart>|
+     -> Result<Option<(UsigStart, u64)>, ReconfigError> {
+        let Some(report) = reports.get(&NodeId(id)) else {
+            return Ok(None);
+        };
+        let Some((digest, ui)) = &report.last else {
+            // Nothing warranted since the epoch began: it continues where the epoch started it.
+            let epoch = current.usig_epoch_of(NodeId(id)).map_or(0, |e| e.0);
+            return Ok(Some((previous.cloned().unwrap_or_default(), epoch)));
+        };
+        let bad = |why: String| ReconfigError::Position { node: id, why };
+        let usig = current
+            .usig_of(NodeId(id))
+            .ok_or_else(|| bad("it has no USIG identity".into()))?;
+        let link = current
+            .directory
+            .verify_digest(usig, digest, ui)
+            .map_err(|e| bad(e.to_string()))?;
+        let chain = link.map(|l| hex::encode(l.next)).unwrap_or_default();
+        Ok(Some((
+            UsigStart {
+                counter: ui.counter,
+                chain,
+            },
+            ui.epoch.0,
+        )))
+    };
+    let mut positions = Positions::new();
+    for r in &current.config.replicas {
+        if let Some((start, epoch)) = position(r.id, r.usig_start.as_ref())? {
+            positions.insert(r.id, ((start.counter > 0).then_some(start), epoch));
+        }
+    }
+    let continuing: BTreeSet<u32> = current.config.replicas.iter().map(|r| r.id).collect();
+    let mut rejoining = Vec::new();
+    for r in &mut next.replicas {
+        let previous = current
+            .config
+            .replicas
+            .iter()
+            .find(|c| c.id == r.id)
+            .and_then(|c| c.usig_start.as_ref());
+        match position(r.id, previous.or(r.usig_start.as_ref()))? {
+            Some((start, epoch)) => {
+                r.usig_start = (start.counter > 0).then_some(start);
+                r.usig_epoch = Some(epoch);
+                r.rejoin = false;
+            }
+            None if continuing.contains(&r.id) => {
+                r.usig_start = None;
+                r.rejoin = true;
+                rejoining.push(r.id);
+            }
+            // A replica that joins in this epoch: its own start (fresh, or where it stopped
+            // when it was removed before).
+            None => r.rejoin = false,
+        }
+    }
+    for p in &mut next.primaries {
+        let previous = current
+            .config
+            .primaries
+            .iter()
+            .find(|c| c.id == p.id)
+            .and_then(|c| c.usig_start.as_ref());
+        if let Some((start, epoch)) = position(p.id, previous)? {
+            p.usig_start = (start.counter > 0).then_some(start);
+            p.usig_epoch = Some(epoch);
+        }
+    }
+    if let Some(i) = next
+        .primaries
+        .iter()
+        .position(|p| p.id == closing_primary.0)
+    {
+        next.primaries.rotate_left(i);
+    }
+    check_successor(&current.config, &next)?;
+    Ok((next, rejoining, positions))
+}

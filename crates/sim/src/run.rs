@@ -3,21 +3,24 @@
 
 use crate::model::ModelDb;
 use crate::net::{Faults, Network, Rng};
+use crate::operator::{Operator, Reconfigured, To, OPERATOR_ADDR};
 use dbvote::voter::{VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore, Retained};
+use group::order::OrderBook;
 use group::render::Renderer;
 use primary::core::{Action as PrimaryAction, PrimaryCore};
-use proto::config::Cluster;
+use proto::config::{Cluster, ClusterConfig, GroupConfig, ReplicaConfig};
+use proto::reconfig::{check_successor, EpochStarted, PositionReport};
 use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
-    ClientId, GroupId, Message, NodeId, PartitionId, PartitionRule, Proposal, RecoveryRequest,
-    Reply, Request, Signature, View,
+    ClientId, ConfigRequest, Configure, GroupId, Message, NodeId, PartitionId, PartitionRule,
+    PrepareEntry, Proposal, RecoveryRequest, Reply, Request, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::soft::SoftUsig;
-use usig::{UniqueWarrant, Usig};
+use usig::{MessageDigest, UniqueWarrant, Usig};
 
 /// Byzantine behaviour to inject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +67,18 @@ pub enum Fault {
         from: u64,
         until: u64,
     },
+    /// The primary of view 0 crashes when the operator's RECONFIGURE reaches it, before it
+    /// orders it.
+    CrashPrimaryBeforeReconfigure,
+    /// The primary of view 0 orders the RECONFIGURE, sends its PREPARE (only to this group's
+    /// replicas if one is named: it crashed halfway through the broadcast) and crashes.
+    CrashPrimaryAfterReconfigure(Option<GroupId>),
+    /// The primary of view 0 orders a RECONFIGURE the operator did not sign (its own key, and
+    /// another shape) instead of the operator's, and then orders nothing more.
+    ForgedReconfigure,
+    /// The primary of view 0 goes on ordering client requests after the RECONFIGURE it ordered,
+    /// in the epoch it closed; in later epochs it orders nothing.
+    OrderAfterReconfigure,
 }
 
 /// What to simulate.
@@ -84,6 +99,21 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Give up after this much simulated time.
     pub max_time: u64,
+    /// Groups' worth of spare replicas, enrolled and serving no group (as `cloudbft keygen
+    /// --max-groups` makes them): group `groups + i` of [`TestCluster::operated`].
+    pub spare_groups: u32,
+    /// Online reconfigurations, one after the other: at `at` (or once the previous one is
+    /// done), the operator moves the cluster to `groups`.
+    pub reconfigurations: Vec<Reshape>,
+}
+
+/// A reconfiguration: the next shape as every group's id and partitions. A group that exists
+/// keeps its members; a new one takes the replicas of that group id in the layout (spares, or
+/// the members it had before it was removed).
+#[derive(Clone, Debug)]
+pub struct Reshape {
+    pub at: u64,
+    pub groups: Vec<(u32, Vec<PartitionId>)>,
 }
 
 impl Scenario {
@@ -103,6 +133,8 @@ impl Scenario {
             max_delay: 10,
             faults: Vec::new(),
             max_time: 200_000,
+            spare_groups: 0,
+            reconfigurations: Vec::new(),
         }
     }
 }
@@ -138,6 +170,29 @@ pub struct Outcome {
     pub recoveries: usize,
     /// Recovery states a recovering replica refused.
     pub refused_states: u64,
+    /// The reconfigurations the operator completed.
+    pub reconfigurations: Vec<Reconfigured>,
+    /// The configuration epoch each running node (candidate, replica, database node) and each
+    /// client ended in.
+    pub node_epochs: BTreeMap<NodeId, u64>,
+    pub client_epochs: BTreeMap<ClientId, u64>,
+    /// Orders that replicas decided under two different assignments (epochs, groups or
+    /// executions): must be 0.
+    pub decided_twice: usize,
+    /// Orders decided outside their epoch's range, or by a group that epoch does not assign
+    /// their first partition to: must be 0.
+    pub misassigned: usize,
+    /// Orders some replica decided that a correct database node never executed: must be 0.
+    pub lost: usize,
+    /// Pages clients accepted, by the epoch and group whose f+1 replies made them.
+    pub served: BTreeMap<(u64, GroupId), u64>,
+    /// Warrants asked for by a core after it told the operator where its USIG stands: must be 0.
+    pub frozen_warrants: u64,
+    /// Client requests a correct primary candidate ordered after the RECONFIGURE of its epoch:
+    /// must be 0.
+    pub ordered_after_close: u64,
+    /// PREPAREs with client requests a Byzantine primary made after the epoch's last one.
+    pub prepares_after_close: u64,
     pub time: u64,
 }
 
@@ -182,6 +237,7 @@ enum Addr {
     Replica(NodeId),
     Db(NodeId),
     Client(ClientId),
+    Operator,
 }
 
 // Nearly every message is the large variant, so boxing it would only add an allocation each.
@@ -200,27 +256,94 @@ struct Client {
     id: ClientId,
     next_ts: u64,
     outstanding: Option<(Request, u64)>,
-    votes: BTreeMap<(GroupId, Vec<u8>), BTreeSet<NodeId>>,
+    /// Replies to the outstanding request, by the epoch and group that sent them and the page.
+    votes: BTreeMap<(u64, GroupId, Vec<u8>), BTreeSet<NodeId>>,
     done: u64,
     sent: Vec<Request>,
+    /// The configuration requests go under, and the earlier ones (replies of requests ordered
+    /// in an earlier epoch are checked against it).
+    cluster: Arc<Cluster>,
+    earlier: BTreeMap<u64, Arc<Cluster>>,
+    /// When the client last asked a node for its configuration.
+    asked_at: Option<u64>,
+}
+
+/// A group replica of a configuration epoch.
+struct ReplicaNode {
+    core: ReplicaCore,
+    usig: SoftUsig,
+    cluster: Arc<Cluster>,
+    /// The operator asked where our USIG sequence stands and we have not answered yet.
+    asked: bool,
+    frozen: bool,
+    /// The CONFIGURE that started our epoch (none for the first), for clients that ask.
+    started_by: Option<Configure>,
+}
+
+/// A primary candidate of a configuration epoch.
+struct PrimaryNode {
+    core: PrimaryCore,
+    usig: SoftUsig,
+    cluster: Arc<Cluster>,
+    /// The next configuration's shape, from a valid RECONFIGURE of this epoch.
+    shape: Option<ClusterConfig>,
+    started_by: Option<Configure>,
+    /// The operator asked where our USIG sequence stands.
+    frozen: bool,
+    /// The warrant counter at which our epoch closed (the RECONFIGURE's PREPARE, or the
+    /// NEW-VIEW whose cut holds it), as seen by the simulation.
+    closed_at: Option<u64>,
+}
+
+/// A database node.
+struct DbNode {
+    voter: VoterCore,
+    db: ModelDb,
+    cluster: Arc<Cluster>,
 }
 
 struct World {
     scenario: Scenario,
+    /// The first configuration.
     cluster: Arc<Cluster>,
     rng: Rng,
     net: Network<Addr, Msg>,
     now: u64,
-    primaries: BTreeMap<NodeId, (PrimaryCore, SoftUsig)>,
+    primaries: BTreeMap<NodeId, PrimaryNode>,
     /// Counters the faulty primary warranted and never sent.
     skipped: BTreeSet<u64>,
-    replicas: BTreeMap<NodeId, (ReplicaCore, SoftUsig)>,
+    replicas: BTreeMap<NodeId, ReplicaNode>,
+    /// Replicas started for the next epoch, waiting for its CONFIGURE: the shape they were
+    /// started with and their fresh USIG.
+    newcomers: BTreeMap<NodeId, (Arc<Cluster>, SoftUsig)>,
+    /// The USIGs of removed replicas (a re-added one goes on with it).
+    retired_usigs: BTreeMap<NodeId, SoftUsig>,
+    /// Each replica's core of the epoch it last closed (a removed replica's too), frozen and
+    /// kept for [`FINISH_FOR`] after the switch: it re-sends its decisions to database nodes
+    /// that have not answered and answers clients' retransmissions from its reply cache.
+    finishing: BTreeMap<NodeId, (ReplicaCore, Arc<Cluster>, u64)>,
+    /// Every replica of the layout, spares included.
+    pool: Vec<ReplicaConfig>,
+    operator: Operator,
+    /// Reconfigurations not started yet.
+    reshapes: std::collections::VecDeque<Reshape>,
+    /// When the first primary crashed at a reconfiguration (see the faults).
+    crashed_at: Option<u64>,
+    /// The first primary stopped ordering (a Byzantine fault at a reconfiguration).
+    byzantine_stall: bool,
     /// How often each replica restarted.
     runs: BTreeMap<NodeId, u32>,
     refused_states: u64,
-    voters: BTreeMap<NodeId, (VoterCore, ModelDb)>,
+    voters: BTreeMap<NodeId, DbNode>,
     clients: Vec<Client>,
     accepted: BTreeMap<(ClientId, u64), Vec<u8>>,
+    served: BTreeMap<(u64, GroupId), u64>,
+    /// What replicas decided for each order: the epoch, the group, the digest of the
+    /// execution and its first partition.
+    decisions: BTreeMap<u64, BTreeSet<(u64, GroupId, MessageDigest, PartitionId)>>,
+    frozen_warrants: u64,
+    ordered_after_close: u64,
+    prepares_after_close: u64,
     rejected: u64,
 }
 
@@ -228,12 +351,17 @@ const TICK: u64 = 50;
 /// Simulated time after the last client finished, for lagging nodes to catch up.
 const GRACE: u64 = 2_000;
 const CLIENT_TIMEOUT: u64 = 200;
+/// How long a replica keeps its closed epoch's core after the switch (the node driver's 60 s
+/// against its clients' 1 s retransmissions): long enough for every client whose replies were
+/// lost to ask again.
+const FINISH_FOR: u64 = 60 * CLIENT_TIMEOUT;
 /// Ticks a replica lets a request wait before it asks for a view change.
 const VIEW_TIMEOUT_TICKS: u64 = 20;
 /// The primary of view 0, the one the primary faults apply to.
 const FIRST_PRIMARY: NodeId = NodeId(0);
 
-/// Runs a scenario to completion (every client done) or to its time limit.
+/// Runs a scenario to completion (every client done and every reconfiguration finished) or to
+/// its time limit.
 pub fn run(scenario: Scenario) -> Outcome {
     let mut w = World::new(scenario);
     for i in 0..w.clients.len() {
@@ -265,31 +393,28 @@ pub fn run(scenario: Scenario) -> Outcome {
 
 impl World {
     fn new(scenario: Scenario) -> Self {
-        let test = TestCluster::new(
+        let (cluster, spares) = TestCluster::operated(
             scenario.f,
             scenario.groups,
+            scenario.spare_groups,
             scenario.partitions,
             scenario.clients,
         );
-        let cluster = Arc::new(test.cluster);
-        let rule: Arc<dyn PartitionRule> = Arc::new(SimRule);
-        let renderer: Arc<dyn Renderer> = Arc::new(SimRenderer);
+        let cluster = Arc::new(cluster);
+        let pool = cluster
+            .config
+            .replicas
+            .iter()
+            .cloned()
+            .chain(spares)
+            .collect();
         let replicas = cluster
             .config
             .replicas
             .iter()
             .map(|r| {
                 let id = NodeId(r.id);
-                let core = ReplicaCore::new(
-                    cluster.clone(),
-                    rule.clone(),
-                    renderer.clone(),
-                    node_key(id),
-                    id,
-                    VIEW_TIMEOUT_TICKS,
-                )
-                .expect("replica in the cluster");
-                (id, (core, usig(id)))
+                (id, ReplicaNode::new(&cluster, id, usig(id), None))
             })
             .collect();
         let voters = cluster
@@ -299,13 +424,10 @@ impl World {
             .map(|d| {
                 let id = NodeId(d.id);
                 let last = vec![0; scenario.partitions as usize];
-                (
-                    id,
-                    (
-                        VoterCore::new(cluster.clone(), rule.clone(), node_key(id), id, last),
-                        ModelDb::default(),
-                    ),
-                )
+                let voter = VoterCore::new(cluster.clone(), rule(), node_key(id), id, last);
+                let db = ModelDb::default();
+                let cluster = cluster.clone();
+                (id, DbNode { voter, db, cluster })
             })
             .collect();
         let clients = (1..=scenario.clients)
@@ -316,6 +438,21 @@ impl World {
                 votes: BTreeMap::new(),
                 done: 0,
                 sent: Vec::new(),
+                cluster: cluster.clone(),
+                earlier: BTreeMap::new(),
+                asked_at: None,
+            })
+            .collect();
+        let primaries = cluster
+            .config
+            .primaries
+            .iter()
+            .map(|p| {
+                let id = NodeId(p.id);
+                (
+                    id,
+                    PrimaryNode::new(&cluster, id, usig(id), scenario.max_batch),
+                )
             })
             .collect();
         World {
@@ -326,29 +463,27 @@ impl World {
                 max_delay: scenario.max_delay,
             }),
             now: 0,
-            primaries: cluster
-                .config
-                .primaries
-                .iter()
-                .map(|p| {
-                    let id = NodeId(p.id);
-                    let core = PrimaryCore::new(
-                        cluster.clone(),
-                        rule.clone(),
-                        id,
-                        View(0),
-                        scenario.max_batch,
-                    );
-                    (id, (core, usig(id)))
-                })
-                .collect(),
+            primaries,
             skipped: BTreeSet::new(),
             replicas,
+            newcomers: BTreeMap::new(),
+            retired_usigs: BTreeMap::new(),
+            finishing: BTreeMap::new(),
+            pool,
+            operator: Operator::new(cluster.clone()),
+            reshapes: scenario.reconfigurations.iter().cloned().collect(),
+            crashed_at: None,
+            byzantine_stall: false,
             runs: BTreeMap::new(),
             refused_states: 0,
             voters,
             clients,
             accepted: BTreeMap::new(),
+            served: BTreeMap::new(),
+            decisions: BTreeMap::new(),
+            frozen_warrants: 0,
+            ordered_after_close: 0,
+            prepares_after_close: 0,
             rejected: 0,
             cluster,
             scenario,
@@ -367,6 +502,8 @@ impl World {
         self.clients
             .iter()
             .all(|c| c.done >= self.scenario.requests_per_client)
+            && self.reshapes.is_empty()
+            && self.operator.idle()
     }
 
     /// The client's next request: one partition, or two with the scenario's probability.
@@ -392,34 +529,43 @@ impl World {
         client.outstanding = Some((request.clone(), self.now));
         client.votes.clear();
         client.sent.push(request.clone());
-        self.broadcast_request(request);
+        self.broadcast_request(i, request, false);
     }
 
-    fn broadcast_request(&mut self, request: Request) {
-        let candidates: Vec<NodeId> = self.primaries.keys().copied().collect();
-        for id in candidates {
-            self.send(
-                Addr::Primary(id),
-                Msg::Proto(Message::Request(request.clone())),
-            );
+    /// Sends a client's request to every primary candidate and every replica of the epoch the
+    /// client knows; a retransmission also to the replicas of the earlier epochs it keeps: a
+    /// request ordered in an earlier epoch is answered only by the group that served it there,
+    /// from its closed epoch's reply cache, and that group may be gone from the current epoch.
+    fn broadcast_request(&mut self, i: usize, request: Request, retransmission: bool) {
+        let c = &self.clients[i];
+        let mut to = destinations(&c.cluster);
+        if retransmission {
+            for earlier in c.earlier.values() {
+                for addr in destinations(earlier) {
+                    if !to.contains(&addr) {
+                        to.push(addr);
+                    }
+                }
+            }
         }
-        let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-        for id in ids {
-            self.send(
-                Addr::Replica(id),
-                Msg::Proto(Message::Request(request.clone())),
-            );
+        for to in to {
+            self.send(to, Msg::Proto(Message::Request(request.clone())));
         }
     }
 
     fn tick(&mut self) {
+        // A stalled first primary orders nothing new, not even what it admitted before.
+        let stalled = self.stalled() || self.byzantine_stall;
         let ids: Vec<NodeId> = self.primaries.keys().copied().collect();
-        let ids: Vec<NodeId> = ids.into_iter().filter(|&id| !self.crashed(id)).collect();
+        let ids: Vec<NodeId> = ids
+            .into_iter()
+            .filter(|&id| !(self.crashed(id) || id == FIRST_PRIMARY && stalled))
+            .collect();
         for id in ids {
             let actions = self
                 .primaries
                 .get_mut(&id)
-                .map(|(core, _)| core.on_tick())
+                .map(|p| p.core.on_tick())
                 .unwrap_or_default();
             self.primary_actions(id, actions);
         }
@@ -430,8 +576,21 @@ impl World {
             let actions = self
                 .replicas
                 .get_mut(&id)
-                .map(|(r, _)| r.on_tick())
+                .map(|r| r.core.on_tick())
                 .unwrap_or_default();
+            self.replica_actions(id, actions);
+        }
+        let finishing: Vec<NodeId> = self.finishing.keys().copied().collect();
+        let finishing: Vec<NodeId> = finishing.into_iter().filter(|&id| !self.down(id)).collect();
+        for id in finishing {
+            let Some((core, _, until)) = self.finishing.get_mut(&id) else {
+                continue;
+            };
+            if self.now >= *until {
+                self.finishing.remove(&id);
+                continue;
+            }
+            let actions = core.on_tick();
             self.replica_actions(id, actions);
         }
         for i in 0..self.clients.len() {
@@ -442,7 +601,7 @@ impl World {
                 .map(|(r, _)| r.clone());
             if let Some(request) = stale {
                 self.clients[i].outstanding = Some((request.clone(), self.now));
-                self.broadcast_request(request);
+                self.broadcast_request(i, request, true);
             }
         }
         if self.faulty(Fault::ForgedClient) {
@@ -454,17 +613,125 @@ impl World {
                 &client_key(ClientId(2)),
             );
             forged.signature = Signature([7; 64]);
-            self.broadcast_request(forged);
+            self.broadcast_request(0, forged, false);
         }
         if self.faulty(Fault::ReplayRequests) {
-            let old: Vec<Request> = self
+            let old: Vec<(usize, Request)> = self
                 .clients
                 .iter()
-                .filter_map(|c| c.sent.first().cloned())
+                .enumerate()
+                .filter_map(|(i, c)| c.sent.first().cloned().map(|r| (i, r)))
                 .collect();
-            for r in old {
-                self.broadcast_request(r);
+            for (i, r) in old {
+                self.broadcast_request(i, r, true);
             }
+        }
+        self.operate();
+    }
+
+    /// The operator's turn: starts the next reconfiguration when its time came and the one
+    /// before is done, and re-sends what went unanswered.
+    fn operate(&mut self) {
+        let due = self
+            .reshapes
+            .front()
+            .is_some_and(|r| r.at <= self.now && self.operator.idle());
+        let mut out = Vec::new();
+        if due {
+            let reshape = self.reshapes.pop_front().expect("a due reconfiguration");
+            let next = self.next_shape(&reshape);
+            self.start_newcomers(&next);
+            out = self.operator.reconfigure(self.now, next);
+        }
+        out.extend(self.operator.on_tick(self.now));
+        self.operator_sends(out);
+    }
+
+    fn operator_sends(&mut self, out: Vec<(To, Message)>) {
+        for (to, m) in out {
+            match to {
+                To::Clients => {
+                    let ids: Vec<ClientId> = self.clients.iter().map(|c| c.id).collect();
+                    for c in ids {
+                        self.send(Addr::Client(c), Msg::Proto(m.clone()));
+                    }
+                }
+                To::Node(id) => {
+                    let addr = self.addr_of(id);
+                    self.send(addr, Msg::Proto(m));
+                }
+            }
+        }
+    }
+
+    /// A node's address: candidates, database nodes and (running, waiting or spare) replicas.
+    fn addr_of(&self, id: NodeId) -> Addr {
+        if self.primaries.contains_key(&id) {
+            Addr::Primary(id)
+        } else if self.voters.contains_key(&id) {
+            Addr::Db(id)
+        } else {
+            Addr::Replica(id)
+        }
+    }
+
+    /// The next configuration's shape: the current one with the reshape's groups; a group that
+    /// exists keeps its members, a new one takes the layout's replicas of that group id (with
+    /// the position they stopped at if they served before).
+    fn next_shape(&self, reshape: &Reshape) -> ClusterConfig {
+        let current = &self.operator.current.config;
+        let mut next = current.clone();
+        next.config_epoch += 1;
+        next.groups = reshape
+            .groups
+            .iter()
+            .map(|(id, partitions)| GroupConfig {
+                id: *id,
+                partitions: partitions.clone(),
+            })
+            .collect();
+        next.replicas = reshape
+            .groups
+            .iter()
+            .flat_map(|(g, _)| {
+                let kept: Vec<ReplicaConfig> = current
+                    .replicas
+                    .iter()
+                    .filter(|r| r.group == *g)
+                    .cloned()
+                    .collect();
+                if !kept.is_empty() {
+                    return kept;
+                }
+                self.pool
+                    .iter()
+                    .filter(|r| r.group == *g)
+                    .map(|r| {
+                        let mut r = r.clone();
+                        if let Some((start, epoch)) = self.operator.positions.get(&r.id) {
+                            r.usig_start = start.clone();
+                            r.usig_epoch = Some(*epoch);
+                        }
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        check_successor(current, &next).expect("the scenario's next shape is a valid successor");
+        next
+    }
+
+    /// Starts the replicas the next shape adds, waiting for its CONFIGURE (`cloudbft replica
+    /// --await-epoch`): a spare with a fresh USIG, or a removed replica with its own.
+    fn start_newcomers(&mut self, next: &ClusterConfig) {
+        let shape = Arc::new(Cluster::new(next.clone()).expect("a valid next shape"));
+        for r in &next.replicas {
+            let id = NodeId(r.id);
+            if self.replicas.contains_key(&id) {
+                continue;
+            }
+            let usig = self.retired_usigs.remove(&id).unwrap_or_else(|| usig(id));
+            self.newcomers.insert(id, (shape.clone(), usig));
         }
     }
 
@@ -488,22 +755,14 @@ impl World {
             .collect();
         for (id, new_epoch) in due {
             self.runs.insert(id, 1);
-            let Some((core, usig)) = self.replicas.get_mut(&id) else {
+            let Some(node) = self.replicas.get_mut(&id) else {
                 continue;
             };
-            *core = ReplicaCore::new(
-                self.cluster.clone(),
-                Arc::new(SimRule),
-                Arc::new(SimRenderer),
-                node_key(id),
-                id,
-                VIEW_TIMEOUT_TICKS,
-            )
-            .expect("replica in the cluster");
+            node.core = replica_core(&node.cluster, id);
             if new_epoch {
-                *usig = usig_in_epoch(id, usig::Epoch(2));
+                node.usig = usig_in_epoch(id, usig::Epoch(2));
             }
-            let actions = core.recover();
+            let actions = node.core.recover();
             self.replica_actions(id, actions);
         }
     }
@@ -529,45 +788,24 @@ impl World {
             (Addr::Primary(id), _) if self.crashed(id) => {}
             (Addr::Replica(id), _) if self.down(id) => {}
             (Addr::Replica(id), Msg::Proto(_) | Msg::FetchCommits(..)) if self.isolated(id) => {}
-            (Addr::Primary(id), Msg::Proto(Message::Join(join))) => {
-                let Some((core, _)) = self.primaries.get_mut(&id) else {
-                    return;
-                };
-                match core.on_join(join) {
-                    Ok(actions) => self.primary_actions(id, actions),
-                    Err(_) => self.rejected += 1,
-                }
+            (Addr::Operator, Msg::Proto(m)) => {
+                let out = self.operator.on_message(self.now, m);
+                self.operator_sends(out);
             }
-            (Addr::Primary(id), Msg::Proto(Message::Request(r))) => {
-                if id == FIRST_PRIMARY && self.stalled() {
-                    return;
-                }
-                let Some((core, _)) = self.primaries.get_mut(&id) else {
-                    return;
-                };
-                match core.on_request(r) {
-                    Ok(actions) => self.primary_actions(id, actions),
-                    Err(_) => self.rejected += 1,
-                }
+            (Addr::Client(c), Msg::Proto(Message::Reply(r))) => self.client_reply(c, r),
+            (Addr::Client(c), Msg::Proto(Message::Configure(configure))) => {
+                self.client_configure(c, &configure)
             }
-            (Addr::Primary(id), Msg::Proto(Message::ViewChange(vc))) => {
-                let Some((core, _)) = self.primaries.get_mut(&id) else {
-                    return;
-                };
-                match core.on_view_change(vc) {
-                    Ok(actions) => self.primary_actions(id, actions),
-                    Err(_) => self.rejected += 1,
-                }
-            }
-            (Addr::Primary(_), Msg::Proto(Message::ReqViewChange(_))) => {}
+            (Addr::Primary(id), Msg::Proto(m)) => self.primary_message(id, m),
             (Addr::Primary(id), Msg::FetchPrepares(from, range)) => {
                 if id == FIRST_PRIMARY && !self.answers(from) {
                     return;
                 }
-                let Some((core, _)) = self.primaries.get(&id) else {
+                let Some(p) = self.primaries.get(&id) else {
                     return;
                 };
-                let proposals: Vec<Proposal> = core
+                let proposals: Vec<Proposal> = p
+                    .core
                     .on_fetch(range)
                     .into_iter()
                     .filter(|p| id != FIRST_PRIMARY || !self.skipped.contains(&p.ui().counter))
@@ -576,66 +814,37 @@ impl World {
                     self.send(Addr::Replica(from), Msg::Proto(p.into_message()));
                 }
             }
+            (Addr::Replica(id), Msg::Proto(Message::Configure(configure))) => {
+                self.replica_configure(id, &configure)
+            }
             (Addr::Replica(id), Msg::Warranted(run, ui)) => {
                 if run != self.runs.get(&id).copied().unwrap_or(0) {
                     return;
                 }
-                if let Some((core, _)) = self.replicas.get_mut(&id) {
-                    let actions = core.warranted(ui);
+                if let Some(node) = self.replicas.get_mut(&id) {
+                    let actions = node.core.warranted(ui);
                     self.replica_actions(id, actions);
                 }
+                self.report_position(id);
             }
             (Addr::Replica(id), Msg::FetchCommits(from, warrants, prepares)) => {
                 let actions = self
                     .replicas
                     .get(&id)
-                    .map(|(core, _)| core.on_fetch_commits(from, warrants, &prepares))
+                    .map(|r| r.core.on_fetch_commits(from, warrants, &prepares))
                     .unwrap_or_default();
                 self.replica_actions(id, actions);
             }
             (Addr::Replica(id), Msg::Proto(m)) => {
-                let Some((core, _)) = self.replicas.get_mut(&id) else {
-                    return;
-                };
-                let result = match m {
-                    Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)).map_err(|_| ()),
-                    Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)).map_err(|_| ()),
-                    Message::Commit(c) => core.on_commit(c).map_err(|_| ()),
-                    Message::ViewChange(vc) => core.on_view_change(vc).map_err(|_| ()),
-                    Message::ReqViewChange(r) => core.on_req_view_change(&r).map_err(|_| ()),
-                    Message::Checkpoint(c) => core.on_checkpoint(c).map_err(|_| ()),
-                    Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(|_| ()),
-                    Message::Request(r) => Ok(core.on_request(&r)),
-                    Message::RecoveryRequest(r) => {
-                        let signed = self
-                            .cluster
-                            .node_key(r.replica)
-                            .is_some_and(|k| r.verify(k));
-                        if signed {
-                            Ok(core.on_recovery_request(r.replica))
-                        } else {
-                            Err(())
-                        }
-                    }
-                    Message::RecoveryState(state) => {
-                        let result = core.on_recovery_state(*state);
-                        if result.is_err() {
-                            self.refused_states += 1;
-                        }
-                        result.map_err(|_| ())
-                    }
-                    _ => Err(()),
-                };
-                match result {
-                    Ok(actions) => self.replica_actions(id, actions),
-                    Err(()) => self.rejected += 1,
-                }
+                self.finish_message(id, &m);
+                self.replica_message(id, m);
+                self.report_position(id);
             }
             (Addr::Db(id), Msg::Proto(Message::CommitDb(c))) => {
-                let Some((voter, _)) = self.voters.get_mut(&id) else {
+                let Some(d) = self.voters.get_mut(&id) else {
                     return;
                 };
-                match voter.on_commit_db(&c) {
+                match d.voter.on_commit_db(&c) {
                     Ok((actions, malformed)) => {
                         self.rejected += malformed as u64;
                         self.voter_actions(id, actions);
@@ -643,28 +852,441 @@ impl World {
                     Err(_) => self.rejected += 1,
                 }
             }
-            (Addr::Client(c), Msg::Proto(Message::Reply(r))) => self.client_reply(c, r),
+            (Addr::Db(id), Msg::Proto(Message::Configure(configure))) => {
+                self.db_configure(id, &configure)
+            }
+            (Addr::Db(_), Msg::Proto(Message::PositionRequest(_))) => {}
             _ => self.rejected += 1,
         }
+    }
+
+    fn primary_message(&mut self, id: NodeId, m: Message) {
+        if id == FIRST_PRIMARY && self.byzantine_first_primary(&m) {
+            return;
+        }
+        let Some(p) = self.primaries.get_mut(&id) else {
+            return;
+        };
+        let result = match m {
+            Message::Join(join) => p.core.on_join(join).map_err(drop),
+            Message::Request(r) => p.core.on_request(r).map_err(drop),
+            Message::ViewChange(vc) => p.core.on_view_change(vc).map_err(drop),
+            Message::ReqViewChange(_) | Message::EpochClose(_) => Ok(Vec::new()),
+            Message::Reconfigure(r) => {
+                let next = r.next.clone();
+                let result = p.core.on_reconfigure(r).map_err(drop);
+                if result.is_ok() {
+                    p.shape = toml::from_str(&next).ok();
+                }
+                result
+            }
+            Message::PositionRequest(request) => {
+                let signed = p.cluster.operator_key().is_some_and(|k| request.verify(&k));
+                if !signed || request.config_epoch != p.cluster.epoch() {
+                    Err(())
+                } else {
+                    p.core.freeze();
+                    p.frozen = true;
+                    // The primary's warrants are made at once here: nothing is in flight.
+                    let report = position_report(id, &p.cluster, p.usig.last(), None);
+                    self.send(Addr::Operator, Msg::Proto(report));
+                    Ok(Vec::new())
+                }
+            }
+            Message::Configure(configure) => return self.primary_configure(id, &configure),
+            Message::ConfigRequest(request) => {
+                let answer = answer_config(&p.cluster, p.started_by.as_ref(), &request);
+                self.send_answer(request.client, answer);
+                Ok(Vec::new())
+            }
+            _ => Err(()),
+        };
+        match result {
+            Ok(actions) => self.primary_actions(id, actions),
+            Err(()) => self.rejected += 1,
+        }
+    }
+
+    /// The scenario's faults of the first primary at a reconfiguration; true when they took the
+    /// message.
+    fn byzantine_first_primary(&mut self, m: &Message) -> bool {
+        let Some(p) = self.primaries.get(&FIRST_PRIMARY) else {
+            return false;
+        };
+        let first_epoch = p.cluster.epoch() == self.cluster.epoch();
+        let (closed, primary) = (p.core.is_closed(), p.core.is_primary());
+        match m {
+            Message::Request(r) => {
+                if self.stalled() || self.byzantine_stall {
+                    return true;
+                }
+                if self.faulty(Fault::OrderAfterReconfigure) && closed && first_epoch {
+                    self.order_after_close(r.clone());
+                    return true;
+                }
+                false
+            }
+            Message::Reconfigure(r) if first_epoch && !closed => {
+                if self.faulty(Fault::CrashPrimaryBeforeReconfigure) {
+                    self.crashed_at = Some(self.now);
+                    return true;
+                }
+                if self.faulty(Fault::ForgedReconfigure) && primary && !self.byzantine_stall {
+                    self.order_forged(r);
+                    return true;
+                }
+                self.byzantine_stall || self.stalled()
+            }
+            _ => false,
+        }
+    }
+
+    /// A node's answer to a client's CONFIG-REQUEST, if it has one.
+    fn send_answer(&mut self, client: ClientId, answer: Option<Message>) {
+        if let Some(m) = answer {
+            self.send(Addr::Client(client), Msg::Proto(m));
+        }
+    }
+
+    /// The operator's CONFIGURE at a candidate: checked against its epoch, then a fresh core
+    /// for the next one, which orders the requests the old one held.
+    fn primary_configure(&mut self, id: NodeId, configure: &Configure) {
+        let Some(p) = self.primaries.get_mut(&id) else {
+            return;
+        };
+        if p.started_by.as_ref() == Some(configure) {
+            let ack = acknowledgement(id, &p.cluster);
+            return self.send(Addr::Operator, Msg::Proto(ack));
+        }
+        let checked = configure.check(&p.cluster, p.shape.as_ref(), |book| {
+            OrderBook::start_of(book, &p.cluster)
+        });
+        let Ok(next) = checked else {
+            self.rejected += 1;
+            return;
+        };
+        let next = Arc::new(Cluster::new(next).expect("checked"));
+        let pending = p.core.take_pending();
+        *p = PrimaryNode::new(
+            &next,
+            id,
+            std::mem::replace(&mut p.usig, usig(id)),
+            self.scenario.max_batch,
+        );
+        p.started_by = Some(configure.clone());
+        let ack = acknowledgement(id, &next);
+        self.send(Addr::Operator, Msg::Proto(ack));
+        for request in pending {
+            self.primary_message(id, Message::Request(request));
+        }
+    }
+
+    /// The Byzantine first primary orders a RECONFIGURE the operator did not sign, alone in a
+    /// PREPARE, and then stops ordering.
+    fn order_forged(&mut self, real: &proto::Reconfigure) {
+        let Some(p) = self.primaries.get_mut(&FIRST_PRIMARY) else {
+            return;
+        };
+        let mut shape: ClusterConfig = toml::from_str(&real.next).expect("the operator's shape");
+        shape.groups.truncate(1);
+        shape.groups[0].partitions = (0..shape.partitions).collect();
+        let group = shape.groups[0].id;
+        shape.replicas.retain(|r| r.group == group);
+        let forged = proto::Reconfigure::new(
+            real.config_epoch,
+            &shape,
+            OPERATOR_ADDR,
+            &node_key(FIRST_PRIMARY),
+        );
+        let bytes = proto::Prepare::warranted_bytes(
+            p.core.view(),
+            p.cluster.epoch(),
+            FIRST_PRIMARY,
+            &[],
+            &[],
+            Some(&forged),
+        );
+        let ui = p.usig.create_ui(&bytes).expect("soft usig");
+        let prepare = proto::Prepare {
+            view: p.core.view(),
+            config_epoch: p.cluster.epoch(),
+            primary: FIRST_PRIMARY,
+            entries: Vec::new(),
+            joins: Vec::new(),
+            reconfigure: Some(Box::new(forged)),
+            ui,
+        };
+        self.byzantine_stall = true;
+        self.broadcast_proposal(FIRST_PRIMARY, Proposal::Prepare(prepare));
+    }
+
+    /// The Byzantine first primary orders a client request after the RECONFIGURE it ordered,
+    /// in the epoch that RECONFIGURE closed.
+    fn order_after_close(&mut self, request: Request) {
+        let Some(p) = self.primaries.get_mut(&FIRST_PRIMARY) else {
+            return;
+        };
+        let Some(group) = request
+            .partitions
+            .first()
+            .and_then(|&part| p.cluster.group_of(part))
+        else {
+            return;
+        };
+        let entries = vec![PrepareEntry { group, request }];
+        let (view, epoch) = (p.core.view(), p.cluster.epoch());
+        let bytes =
+            proto::Prepare::warranted_bytes(view, epoch, FIRST_PRIMARY, &entries, &[], None);
+        let ui = p.usig.create_ui(&bytes).expect("soft usig");
+        let prepare = proto::Prepare {
+            view,
+            config_epoch: epoch,
+            primary: FIRST_PRIMARY,
+            entries,
+            joins: Vec::new(),
+            reconfigure: None,
+            ui,
+        };
+        self.prepares_after_close += 1;
+        self.broadcast_proposal(FIRST_PRIMARY, Proposal::Prepare(prepare));
+    }
+
+    /// Results and client retransmissions also go to the replica's core of the epoch it closed,
+    /// if that core has work left.
+    fn finish_message(&mut self, id: NodeId, m: &Message) {
+        let Some((core, _, _)) = self.finishing.get_mut(&id) else {
+            return;
+        };
+        let actions = match m {
+            Message::ReplyCommitDb(r) => core.on_reply_commit_db(r.clone()).unwrap_or_default(),
+            Message::Request(r) => core.on_request(r),
+            _ => return,
+        };
+        self.replica_actions(id, actions);
+    }
+
+    fn replica_message(&mut self, id: NodeId, m: Message) {
+        if self.newcomers.contains_key(&id) {
+            // Waiting for the CONFIGURE of its epoch: everything else is dropped.
+            self.rejected += 1;
+            return;
+        }
+        let Some(node) = self.replicas.get_mut(&id) else {
+            return;
+        };
+        let core = &mut node.core;
+        let result = match m {
+            Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)).map_err(drop),
+            Message::NewView(nv) => core.on_proposal(Proposal::NewView(nv)).map_err(drop),
+            Message::Commit(c) => core.on_commit(c).map_err(drop),
+            Message::ViewChange(vc) => core.on_view_change(vc).map_err(drop),
+            Message::ReqViewChange(r) => core.on_req_view_change(&r).map_err(drop),
+            Message::Checkpoint(c) => core.on_checkpoint(c).map_err(drop),
+            Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(drop),
+            Message::EpochClose(c) => core.on_epoch_close(c).map_err(drop),
+            Message::Request(r) => Ok(core.on_request(&r)),
+            Message::RecoveryRequest(r) => {
+                let signed = node
+                    .cluster
+                    .node_key(r.replica)
+                    .is_some_and(|k| r.verify(k));
+                if signed {
+                    Ok(core.on_recovery_request(r.replica))
+                } else {
+                    Err(())
+                }
+            }
+            Message::RecoveryState(state) => {
+                let result = core.on_recovery_state(*state);
+                if result.is_err() {
+                    self.refused_states += 1;
+                }
+                result.map_err(drop)
+            }
+            Message::PositionRequest(request) => {
+                let signed = node
+                    .cluster
+                    .operator_key()
+                    .is_some_and(|k| request.verify(&k));
+                if signed && request.config_epoch == node.cluster.epoch() {
+                    core.freeze();
+                    node.frozen = true;
+                    node.asked = true;
+                    Ok(Vec::new())
+                } else {
+                    Err(())
+                }
+            }
+            Message::ConfigRequest(request) => {
+                let answer = answer_config(&node.cluster, node.started_by.as_ref(), &request);
+                self.send_answer(request.client, answer);
+                Ok(Vec::new())
+            }
+            _ => Err(()),
+        };
+        match result {
+            Ok(actions) => self.replica_actions(id, actions),
+            Err(()) => self.rejected += 1,
+        }
+    }
+
+    /// A frozen replica answers the operator once the warrant in flight (if any) is back, with
+    /// its USIG's last warrant and the order book of the certified end if it holds it.
+    fn report_position(&mut self, id: NodeId) {
+        let Some(node) = self.replicas.get_mut(&id) else {
+            return;
+        };
+        if !node.asked || node.core.warrant_in_flight() {
+            return;
+        }
+        node.asked = false;
+        let book = node
+            .core
+            .epoch_certificate()
+            .and_then(|(_, book)| book.clone());
+        let report = position_report(id, &node.cluster, node.usig.last(), book);
+        self.send(Addr::Operator, Msg::Proto(report));
+    }
+
+    /// The operator's CONFIGURE at a replica: a waiting newcomer checks it against the shape
+    /// it was started with; a running replica against its epoch (and the shape its ordered
+    /// RECONFIGURE named), then starts the next epoch with a fresh core, or stops if the next
+    /// epoch has no place for it.
+    fn replica_configure(&mut self, id: NodeId, configure: &Configure) {
+        if let Some((shape, _)) = self.newcomers.get(&id) {
+            let Ok(next) = configure.check_as_newcomer(shape) else {
+                self.rejected += 1;
+                return;
+            };
+            let (_, usig) = self.newcomers.remove(&id).expect("a newcomer");
+            let next = Arc::new(Cluster::new(next).expect("checked"));
+            return self.start_replica(id, next, usig, configure);
+        }
+        let Some(node) = self.replicas.get(&id) else {
+            return;
+        };
+        if node.started_by.as_ref() == Some(configure) {
+            let ack = acknowledgement(id, &node.cluster);
+            return self.send(Addr::Operator, Msg::Proto(ack));
+        }
+        let shape = node.core.reconfiguration().map(|(_, next)| next);
+        let checked = configure.check(&node.cluster, shape, |book| {
+            OrderBook::start_of(book, &node.cluster)
+        });
+        let Ok(next) = checked else {
+            self.rejected += 1;
+            return;
+        };
+        let next = Arc::new(Cluster::new(next).expect("checked"));
+        let mut node = self.replicas.remove(&id).expect("a running replica");
+        // The closed epoch's core finishes its work there, warranting nothing.
+        node.core.freeze();
+        let until = self.now + FINISH_FOR;
+        self.finishing.insert(id, (node.core, node.cluster, until));
+        if next.group_of_replica(id).is_none() {
+            // Removed: it stops once the closed epoch's work is done.
+            self.retired_usigs.insert(id, node.usig);
+            return;
+        }
+        self.start_replica(id, next, node.usig, configure);
+    }
+
+    fn start_replica(&mut self, id: NodeId, next: Arc<Cluster>, usig: SoftUsig, by: &Configure) {
+        let ack = acknowledgement(id, &next);
+        self.send(Addr::Operator, Msg::Proto(ack));
+        let mut node = ReplicaNode::new(&next, id, usig, Some(by.clone()));
+        let actions = if next.rejoins(id) {
+            node.core.recover()
+        } else {
+            Vec::new()
+        };
+        self.replicas.insert(id, node);
+        // Warrants of the run before are not this core's.
+        *self.runs.entry(id).or_default() += 1;
+        self.replica_actions(id, actions);
+    }
+
+    fn db_configure(&mut self, id: NodeId, configure: &Configure) {
+        let Some(d) = self.voters.get_mut(&id) else {
+            return;
+        };
+        let next: Option<ClusterConfig> = toml::from_str(&configure.config).ok();
+        if next.is_some_and(|n| n.config_epoch == d.cluster.config.config_epoch) {
+            let ack = acknowledgement(id, &d.cluster);
+            return self.send(Addr::Operator, Msg::Proto(ack));
+        }
+        let checked = configure.check(&d.cluster, None, |book| {
+            OrderBook::start_of(book, &d.cluster)
+        });
+        let Ok(next) = checked else {
+            self.rejected += 1;
+            return;
+        };
+        let next = Arc::new(Cluster::new(next).expect("checked"));
+        d.voter.reconfigure(next.clone());
+        d.cluster = next.clone();
+        let ack = acknowledgement(id, &next);
+        self.send(Addr::Operator, Msg::Proto(ack));
     }
 
     fn primary_actions(&mut self, id: NodeId, mut actions: Vec<PrimaryAction>) {
         while let Some(action) = actions.pop() {
             match action {
                 PrimaryAction::Warrant { bytes } => {
-                    let Some((core, usig)) = self.primaries.get_mut(&id) else {
+                    let Some(p) = self.primaries.get_mut(&id) else {
                         return;
                     };
-                    let ui = usig.create_ui(&bytes).expect("soft usig");
-                    actions.extend(core.warranted(ui));
+                    if p.frozen {
+                        self.frozen_warrants += 1;
+                    }
+                    let ui = p.usig.create_ui(&bytes).expect("soft usig");
+                    actions.extend(p.core.warranted(ui));
                 }
-                PrimaryAction::Broadcast(proposal) => self.broadcast_proposal(id, proposal),
+                PrimaryAction::Broadcast(proposal) => {
+                    if let Proposal::Prepare(prepare) = &proposal {
+                        // Counted by warrant counter: the batch at the USIG when the
+                        // RECONFIGURE came is broadcast after it here (actions are processed
+                        // last first), and is fine.
+                        let counter = prepare.ui.counter;
+                        let after = self.primaries.get_mut(&id).is_some_and(|p| {
+                            if prepare.reconfigure.is_some() {
+                                p.closed_at = Some(p.closed_at.map_or(counter, |c| c.min(counter)));
+                            }
+                            p.closed_at.is_some_and(|c| counter > c)
+                        });
+                        if after && !prepare.entries.is_empty() {
+                            self.ordered_after_close += 1;
+                        }
+                    }
+                    if let Proposal::NewView(nv) = &proposal {
+                        // A new view whose cut holds the RECONFIGURE closes the epoch at its
+                        // NEW-VIEW.
+                        if let Some(p) = self.primaries.get_mut(&id) {
+                            if p.core.is_closed() && p.closed_at.is_none() {
+                                p.closed_at = Some(nv.ui.counter);
+                            }
+                        }
+                    }
+                    let reconfigure =
+                        matches!(&proposal, Proposal::Prepare(p) if p.reconfigure.is_some());
+                    self.broadcast_proposal(id, proposal);
+                    if id == FIRST_PRIMARY && reconfigure {
+                        if let Some(Fault::CrashPrimaryAfterReconfigure(_)) = self
+                            .scenario
+                            .faults
+                            .iter()
+                            .find(|f| matches!(f, Fault::CrashPrimaryAfterReconfigure(_)))
+                        {
+                            self.crashed_at = Some(self.now);
+                        }
+                    }
+                }
             }
         }
     }
 
-    /// Sends a candidate's PREPARE or NEW-VIEW to every replica, as the scenario's faults of
-    /// the first primary allow.
+    /// Sends a candidate's PREPARE or NEW-VIEW to every replica of its epoch, as the
+    /// scenario's faults of the first primary allow.
     fn broadcast_proposal(&mut self, from: NodeId, proposal: Proposal) {
         if from == FIRST_PRIMARY && self.faulty(Fault::SkipCounters) {
             // Every fifth counter is warranted and never sent: a hole no fetch can fill.
@@ -674,13 +1296,29 @@ impl World {
                 return;
             }
         }
-        let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
+        let Some(cluster) = self.primaries.get(&from).map(|p| p.cluster.clone()) else {
+            return;
+        };
+        let only_to = self.scenario.faults.iter().find_map(|f| match f {
+            Fault::CrashPrimaryAfterReconfigure(g) => *g,
+            _ => None,
+        });
+        let reconfigure = matches!(&proposal, Proposal::Prepare(p) if p.reconfigure.is_some());
+        let ids: Vec<NodeId> = cluster
+            .config
+            .replicas
+            .iter()
+            .map(|r| NodeId(r.id))
+            .collect();
         for id in ids {
             if from == FIRST_PRIMARY {
                 if !self.answers(id) {
                     continue;
                 }
                 if self.faulty(Fault::PrepareToSubset) && self.rng.chance(0.5) {
+                    continue;
+                }
+                if reconfigure && only_to.is_some_and(|g| cluster.group_of_replica(id) != Some(g)) {
                     continue;
                 }
             }
@@ -693,11 +1331,12 @@ impl World {
 
     fn crashed(&self, id: NodeId) -> bool {
         id == FIRST_PRIMARY
-            && self
-                .scenario
-                .faults
-                .iter()
-                .any(|f| matches!(f, Fault::CrashPrimary(at) if self.now >= *at))
+            && (self.crashed_at.is_some()
+                || self
+                    .scenario
+                    .faults
+                    .iter()
+                    .any(|f| matches!(f, Fault::CrashPrimary(at) if self.now >= *at)))
     }
 
     fn stalled(&self) -> bool {
@@ -705,6 +1344,11 @@ impl World {
             .faults
             .iter()
             .any(|f| matches!(f, Fault::StallPrimary(at) if self.now >= *at))
+            || (self.faulty(Fault::OrderAfterReconfigure)
+                && self
+                    .primaries
+                    .get(&FIRST_PRIMARY)
+                    .is_some_and(|p| p.cluster.epoch() != self.cluster.epoch()))
     }
 
     /// Whether the first primary sends to (and answers) this replica.
@@ -724,12 +1368,33 @@ impl World {
             if self.isolated(id) && !local {
                 continue;
             }
+            let running = self.replicas.get(&id).map(|r| r.cluster.clone());
+            let finishing = || self.finishing.get(&id).map(|(_, c, _)| c.clone());
+            let Some(cluster) = running.or_else(finishing) else {
+                return;
+            };
+            let group = cluster.group_of_replica(id).unwrap_or(GroupId(0));
+            let mates: Vec<NodeId> = cluster
+                .members(group)
+                .map(|r| NodeId(r.id))
+                .filter(|&p| p != id)
+                .collect();
+            let others: Vec<NodeId> = cluster
+                .config
+                .replicas
+                .iter()
+                .map(|r| NodeId(r.id))
+                .filter(|&p| p != id)
+                .collect();
             match action {
                 ReplicaAction::Warrant { bytes } => {
-                    let Some((_, usig)) = self.replicas.get_mut(&id) else {
+                    let Some(node) = self.replicas.get_mut(&id) else {
                         return;
                     };
-                    let ui = usig.create_ui(&bytes).expect("soft usig");
+                    if node.frozen {
+                        self.frozen_warrants += 1;
+                    }
+                    let ui = node.usig.create_ui(&bytes).expect("soft usig");
                     // As in the driver, the warrant comes back later: meanwhile the agreement
                     // may be decided by the peers' COMMITs.
                     let run = self.runs.get(&id).copied().unwrap_or(0);
@@ -741,9 +1406,8 @@ impl World {
                     );
                 }
                 ReplicaAction::SendCommit { to, commit } => {
-                    let group = self.group_of(id);
-                    for peer in self.members(group) {
-                        if peer != id && to.is_none_or(|to| to == peer) {
+                    for peer in mates {
+                        if to.is_none_or(|to| to == peer) {
                             let m = Message::Commit((*commit).clone());
                             self.send(Addr::Replica(peer), Msg::Proto(m));
                         }
@@ -767,9 +1431,8 @@ impl World {
                     if to.is_none() {
                         targets.extend(self.primaries.keys().map(|&p| Addr::Primary(p)));
                     }
-                    let group = self.group_of(id);
-                    for peer in self.members(group) {
-                        if peer != id && to.is_none_or(|to| to == peer) {
+                    for peer in mates {
+                        if to.is_none_or(|to| to == peer) {
                             targets.push(Addr::Replica(peer));
                         }
                     }
@@ -779,8 +1442,7 @@ impl World {
                 }
                 ReplicaAction::SendCheckpoint { to, checkpoint } => {
                     let m = Message::Checkpoint(checkpoint);
-                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-                    for peer in ids.into_iter().filter(|&p| p != id) {
+                    for peer in others {
                         if to.is_none_or(|to| to == peer) {
                             self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
                         }
@@ -788,28 +1450,38 @@ impl World {
                 }
                 ReplicaAction::SendEpochClose(close) => {
                     let m = Message::EpochClose(close);
-                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-                    for peer in ids.into_iter().filter(|&p| p != id) {
+                    for peer in others {
                         self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
                     }
+                    // The RECONFIGURE names where the operator listens.
+                    self.send(Addr::Operator, Msg::Proto(m));
                 }
                 ReplicaAction::EpochClosed => {}
                 ReplicaAction::SendReqViewChange(req) => {
                     let m = Message::ReqViewChange(req);
-                    let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
-                    for peer in ids.into_iter().filter(|&p| p != id) {
+                    for peer in others {
                         self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
                     }
                 }
                 ReplicaAction::Persist { slot, .. } => {
-                    if let Some((core, _)) = self.replicas.get_mut(&id) {
-                        queue.extend(core.persisted(slot));
+                    if let Some(node) = self.replicas.get_mut(&id) {
+                        queue.extend(node.core.persisted(slot));
                     }
                 }
                 ReplicaAction::SendCommitDb {
                     to,
                     commit_db: mut cdb,
                 } => {
+                    for e in &cdb.executions {
+                        let digest = MessageDigest::of(&wire_bytes(e));
+                        let first = e.request.partitions.first().copied().unwrap_or(0);
+                        self.decisions.entry(e.order).or_default().insert((
+                            cdb.config_epoch.0,
+                            cdb.group,
+                            digest,
+                            first,
+                        ));
+                    }
                     if self.faulty(Fault::WrongCommitDb(id)) {
                         for e in &mut cdb.executions {
                             e.request.operation.push(0xee);
@@ -818,7 +1490,8 @@ impl World {
                     }
                     if self.faulty(Fault::OutsiderCommitDb(id)) {
                         let mut outsider = cdb.clone();
-                        outsider.group = GroupId((cdb.group.0 + 1) % self.scenario.groups);
+                        let groups = cluster.config.groups.len() as u32;
+                        outsider.group = GroupId((cdb.group.0 + 1) % groups.max(1));
                         let outsider = outsider.sign(&node_key(id));
                         self.send_to_dbs(to, Message::CommitDb(outsider));
                     }
@@ -836,8 +1509,7 @@ impl World {
                         signature: Signature([0; 64]),
                     }
                     .sign(&node_key(id));
-                    let group = self.group_of(id);
-                    for peer in self.members(group).into_iter().filter(|&p| p != id) {
+                    for peer in mates {
                         let m = Message::RecoveryRequest(request.clone());
                         self.send(Addr::Replica(peer), Msg::Proto(m));
                     }
@@ -868,12 +1540,12 @@ impl World {
         while let Some(action) = queue.pop_front() {
             match action {
                 VoterAction::Execute(batch) => {
-                    let Some((voter, db)) = self.voters.get_mut(&id) else {
+                    let Some(d) = self.voters.get_mut(&id) else {
                         return;
                     };
                     for e in batch {
-                        let result = db.execute(&e);
-                        queue.extend(voter.executed(e.order, result));
+                        let result = d.db.execute(&e);
+                        queue.extend(d.voter.executed(e.order, result));
                     }
                 }
                 VoterAction::Reply { group, mut reply } => {
@@ -883,7 +1555,12 @@ impl World {
                         }
                         reply = reply.sign(&node_key(id));
                     }
-                    for member in self.members(group) {
+                    let members = self
+                        .voters
+                        .get(&id)
+                        .map(|d| d.voter.members_of(group))
+                        .unwrap_or_default();
+                    for member in members {
                         self.send(
                             Addr::Replica(member),
                             Msg::Proto(Message::ReplyCommitDb(reply.clone())),
@@ -907,52 +1584,118 @@ impl World {
         }
     }
 
+    /// A REPLY at a client: checked against the configuration of the epoch it names (a later
+    /// epoch the client does not know yet makes it ask a node for its configuration).
     fn client_reply(&mut self, client: ClientId, reply: Reply) {
-        let f = self.cluster.config.f;
         let Some(i) = self.clients.iter().position(|c| c.id == client) else {
             return;
         };
         let Some((request, _)) = self.clients[i].outstanding.clone() else {
             return;
         };
-        let member = self
-            .cluster
+        let c = &self.clients[i];
+        let cluster = if reply.config_epoch == c.cluster.epoch() {
+            Some(c.cluster.clone())
+        } else {
+            c.earlier.get(&reply.config_epoch.0).cloned()
+        };
+        let Some(cluster) = cluster else {
+            if reply.config_epoch > c.cluster.epoch() {
+                self.ask_configuration(i);
+            }
+            self.rejected += 1;
+            return;
+        };
+        let f = cluster.config.f;
+        let member = cluster
             .members(reply.group)
             .any(|r| r.id == reply.replica.0);
-        let signed = self
-            .cluster
+        let signed = cluster
             .node_key(reply.replica)
             .is_some_and(|k| reply.verify(k));
         if !member || !signed || reply.client != client || reply.timestamp != request.timestamp {
             self.rejected += 1;
             return;
         }
-        let voters = self.clients[i]
-            .votes
-            .entry((reply.group, reply.page.clone()))
-            .or_default();
+        let key = (reply.config_epoch.0, reply.group, reply.page.clone());
+        let voters = self.clients[i].votes.entry(key).or_default();
         voters.insert(reply.replica);
         if voters.len() > f {
             self.accepted
                 .insert((client, request.timestamp), reply.page);
+            *self
+                .served
+                .entry((reply.config_epoch.0, reply.group))
+                .or_default() += 1;
             self.clients[i].outstanding = None;
             self.clients[i].done += 1;
             self.next_request(i);
         }
     }
 
+    /// Asks every node the client knows for its configuration (at most once per client
+    /// timeout): one signed CONFIGURE is enough.
+    fn ask_configuration(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        if c.asked_at.is_some_and(|at| self.now < at + CLIENT_TIMEOUT) {
+            return;
+        }
+        c.asked_at = Some(self.now);
+        let request = ConfigRequest {
+            client: c.id,
+            config_epoch: c.cluster.epoch(),
+            signature: Signature([0; 64]),
+        }
+        .sign(&client_key(c.id));
+        for to in destinations(&c.cluster) {
+            self.send(to, Msg::Proto(Message::ConfigRequest(request.clone())));
+        }
+    }
+
+    /// A CONFIGURE at a client (pushed by the operator, or a node's answer): taken if it is
+    /// later than the client's epoch, signed by the operator and a configuration that may
+    /// follow the client's. Its outstanding request goes to the new epoch's nodes.
+    fn client_configure(&mut self, client: ClientId, configure: &Configure) {
+        let Some(i) = self.clients.iter().position(|c| c.id == client) else {
+            return;
+        };
+        let c = &mut self.clients[i];
+        let signed = c
+            .cluster
+            .operator_key()
+            .is_some_and(|k| configure.verify(&k));
+        let next: Option<ClusterConfig> = toml::from_str(&configure.config).ok();
+        let Some(next) = next.filter(|n| signed && n.config_epoch > c.cluster.config.config_epoch)
+        else {
+            return;
+        };
+        // A client that missed epochs checks what stays the same across any number of them.
+        let mut check = c.cluster.config.clone();
+        check.config_epoch = next.config_epoch - 1;
+        if check_successor(&check, &next).is_err() {
+            self.rejected += 1;
+            return;
+        }
+        let next = Arc::new(Cluster::new(next).expect("checked"));
+        let previous = std::mem::replace(&mut c.cluster, next);
+        c.earlier.insert(previous.epoch().0, previous);
+        if let Some((request, _)) = c.outstanding.clone() {
+            c.outstanding = Some((request.clone(), self.now));
+            self.broadcast_request(i, request, true);
+        }
+    }
+
     fn group_of(&self, id: NodeId) -> GroupId {
-        self.cluster.group_of_replica(id).unwrap_or(GroupId(0))
+        self.replicas
+            .get(&id)
+            .and_then(|r| r.cluster.group_of_replica(id))
+            .unwrap_or(GroupId(0))
     }
 
     fn primary_of_replica(&self, id: NodeId) -> NodeId {
         self.replicas
             .get(&id)
-            .map_or(FIRST_PRIMARY, |(core, _)| core.primary())
-    }
-
-    fn members(&self, group: GroupId) -> Vec<NodeId> {
-        self.cluster.members(group).map(|r| NodeId(r.id)).collect()
+            .map_or(FIRST_PRIMARY, |r| r.core.primary())
     }
 
     fn outcome(self) -> Outcome {
@@ -970,38 +1713,63 @@ impl World {
                 .iter()
                 .filter(|(id, _)| !faulty_dbs.contains(id))
         };
+        // Replicas up at the end in the latest epoch (a removed replica that missed its
+        // CONFIGURE keeps the closed epoch's state).
+        let latest = self.operator.current.epoch();
         let up = || {
             self.replicas
                 .iter()
-                .filter(|(id, _)| !self.down(**id))
-                .map(|(_, r)| r)
+                .filter(|(id, r)| !self.down(**id) && r.cluster.epoch() == latest)
+                .map(|(_, r)| &r.core)
         };
+        // Every epoch's configuration, to check where each decided order belongs.
+        let epochs = &self.operator.epochs;
+        let misassigned = self
+            .decisions
+            .iter()
+            .filter(|(&order, decided)| {
+                decided.iter().any(|&(epoch, group, _, partition)| {
+                    let Some(i) = epochs.iter().position(|c| c.epoch().0 == epoch) else {
+                        return true;
+                    };
+                    let start = epochs[i].config.epoch_start.order;
+                    let end = epochs.get(i + 1).map(|c| c.config.epoch_start.order);
+                    order <= start
+                        || end.is_some_and(|end| order > end)
+                        || epochs[i].group_of(partition) != Some(group)
+                })
+            })
+            .count();
+        let executed: Vec<&BTreeMap<u64, u32>> = correct().map(|(_, d)| &d.db.executions).collect();
+        let lost = self
+            .decisions
+            .keys()
+            .filter(|order| executed.iter().any(|e| !e.contains_key(order)))
+            .count();
         Outcome {
             completed: self.clients.iter().map(|c| (c.id, c.done)).collect(),
-            db_states: correct().map(|(id, (_, db))| (*id, db.state())).collect(),
+            db_states: correct().map(|(id, d)| (*id, d.db.state())).collect(),
             max_executions: correct()
-                .flat_map(|(_, (_, db))| db.executions.values().copied())
+                .flat_map(|(_, d)| d.db.executions.values().copied())
                 .max()
                 .unwrap_or(0),
-            executed_orders: correct()
-                .next()
-                .map_or(0, |(_, (_, db))| db.executions.len()),
-            correct_pages: correct_pages(&self.clients, correct().next().map(|(_, (_, db))| db)),
+            executed_orders: correct().next().map_or(0, |(_, d)| d.db.executions.len()),
+            correct_pages: correct_pages(&self.clients, correct().next().map(|(_, d)| &d.db)),
             accepted_pages: self.accepted.clone(),
             rejected_messages: self.rejected,
-            open_agreements: up().map(|(r, _)| r.open_agreements()).sum(),
-            commit_gaps: up().map(|(r, _)| r.commit_gaps()).sum(),
+            open_agreements: up().map(|r| r.open_agreements()).sum(),
+            commit_gaps: up().map(|r| r.commit_gaps()).sum(),
             views: self
                 .replicas
                 .iter()
-                .filter(|(id, _)| !self.down(**id))
-                .map(|(id, (r, _))| (*id, r.view()))
+                .filter(|(id, r)| !self.down(**id) && r.cluster.epoch() == latest)
+                .map(|(id, r)| (*id, r.core.view()))
                 .collect(),
-            recovering: up().filter(|(r, _)| r.is_recovering()).count(),
-            recoveries: up().map(|(r, _)| r.recoveries() as usize).sum(),
+            recovering: up().filter(|r| r.is_recovering()).count(),
+            recoveries: up().map(|r| r.recoveries() as usize).sum(),
             refused_states: self.refused_states,
             retained: up()
-                .map(|(r, _)| r.retained())
+                .map(|r| r.retained())
                 .fold(Retained::default(), |a, b| Retained {
                     prepares: a.prepares.max(b.prepares),
                     log: a.log.max(b.log),
@@ -1009,9 +1777,140 @@ impl World {
                     checkpoints: a.checkpoints.max(b.checkpoints),
                     stable: a.stable.max(b.stable),
                 }),
+            reconfigurations: self.operator.done.clone(),
+            // Nodes of the last configuration (a removed replica that lost its CONFIGURE,
+            // sent once, stays in the epoch it closed, as a real one would until its VM goes).
+            node_epochs: self
+                .primaries
+                .iter()
+                .filter(|(id, _)| !self.crashed(**id))
+                .map(|(id, p)| (*id, p.cluster.epoch().0))
+                .chain(
+                    self.replicas
+                        .iter()
+                        .map(|(id, r)| (*id, r.cluster.epoch().0)),
+                )
+                .chain(self.voters.iter().map(|(id, d)| (*id, d.cluster.epoch().0)))
+                .chain(self.newcomers.keys().map(|id| (*id, 0)))
+                .filter(|(id, _)| self.operator.current.node_key(*id).is_some())
+                .collect(),
+            client_epochs: self
+                .clients
+                .iter()
+                .map(|c| (c.id, c.cluster.epoch().0))
+                .collect(),
+            decided_twice: self.decisions.values().filter(|d| d.len() > 1).count(),
+            misassigned,
+            lost,
+            served: self.served.clone(),
+            frozen_warrants: self.frozen_warrants,
+            ordered_after_close: self.ordered_after_close,
+            prepares_after_close: self.prepares_after_close,
             time: self.now,
         }
     }
+}
+
+impl ReplicaNode {
+    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, by: Option<Configure>) -> Self {
+        ReplicaNode {
+            core: replica_core(cluster, id),
+            usig,
+            cluster: cluster.clone(),
+            asked: false,
+            frozen: false,
+            started_by: by,
+        }
+    }
+}
+
+impl PrimaryNode {
+    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, max_batch: usize) -> Self {
+        PrimaryNode {
+            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), max_batch),
+            usig,
+            cluster: cluster.clone(),
+            shape: None,
+            started_by: None,
+            frozen: false,
+            closed_at: None,
+        }
+    }
+}
+
+fn rule() -> Arc<dyn PartitionRule> {
+    Arc::new(SimRule)
+}
+
+fn replica_core(cluster: &Arc<Cluster>, id: NodeId) -> ReplicaCore {
+    ReplicaCore::new(
+        cluster.clone(),
+        rule(),
+        Arc::new(SimRenderer),
+        node_key(id),
+        id,
+        VIEW_TIMEOUT_TICKS,
+    )
+    .expect("replica in the cluster")
+}
+
+/// Where a client sends requests: every primary candidate and every replica of its epoch.
+fn destinations(cluster: &Cluster) -> Vec<Addr> {
+    let c = &cluster.config;
+    c.primaries
+        .iter()
+        .map(|p| Addr::Primary(NodeId(p.id)))
+        .chain(c.replicas.iter().map(|r| Addr::Replica(NodeId(r.id))))
+        .collect()
+}
+
+/// A node's POSITION-REPORT for the operator.
+fn position_report(
+    id: NodeId,
+    cluster: &Cluster,
+    last: Option<(MessageDigest, UniqueWarrant)>,
+    book: Option<Vec<u8>>,
+) -> Message {
+    Message::PositionReport(
+        PositionReport {
+            node: id,
+            config_epoch: cluster.epoch(),
+            last,
+            book,
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(id)),
+    )
+}
+
+/// A node's EPOCH-STARTED for the operator.
+fn acknowledgement(id: NodeId, cluster: &Cluster) -> Message {
+    Message::EpochStarted(
+        EpochStarted {
+            node: id,
+            config_epoch: cluster.epoch(),
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(id)),
+    )
+}
+
+/// A node's answer to a client's CONFIG-REQUEST: the CONFIGURE that started its epoch, if the
+/// client's is earlier.
+fn answer_config(
+    cluster: &Cluster,
+    started_by: Option<&Configure>,
+    request: &ConfigRequest,
+) -> Option<Message> {
+    let signed = cluster
+        .client_key(request.client)
+        .is_some_and(|k| request.verify(k));
+    let configure = started_by.filter(|_| signed && request.config_epoch < cluster.epoch())?;
+    Some(Message::Configure(Box::new(configure.clone())))
+}
+
+fn wire_bytes(e: &proto::Execution) -> Vec<u8> {
+    wire::encode(e).expect("postcard encodes plain data")
 }
 
 fn correct_pages(clients: &[Client], db: Option<&ModelDb>) -> BTreeMap<(ClientId, u64), Vec<u8>> {

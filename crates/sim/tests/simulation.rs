@@ -5,47 +5,7 @@
 //! replicas render, correct database nodes end identical, and nothing executes twice.
 
 use proto::{GroupId, NodeId, View};
-use sim::{run, Fault, Outcome, Scenario};
-
-fn check(scenario: &Scenario, o: &Outcome) {
-    for (client, done) in &o.completed {
-        assert_eq!(
-            *done, scenario.requests_per_client,
-            "{client} stalled (seed {}) {o:?}",
-            scenario.seed
-        );
-    }
-    let mut states = o.db_states.values();
-    let first = states.next().expect("a correct database node");
-    assert!(
-        states.all(|s| s == first),
-        "correct database nodes diverged (seed {})",
-        scenario.seed
-    );
-    assert_eq!(
-        o.max_executions, 1,
-        "an order executed twice (seed {})",
-        scenario.seed
-    );
-    assert!(o.executed_orders as u64 >= scenario.clients * scenario.requests_per_client);
-    assert_eq!(
-        o.open_agreements, 0,
-        "agreements left open at the end (seed {})",
-        scenario.seed
-    );
-    assert_eq!(
-        o.commit_gaps, 0,
-        "replicas wait for COMMIT counters that were never sent (seed {})",
-        scenario.seed
-    );
-    for (key, page) in &o.accepted_pages {
-        assert_eq!(
-            Some(page),
-            o.correct_pages.get(key),
-            "client accepted a wrong page for {key:?}"
-        );
-    }
-}
+use sim::{check, run, Fault, Outcome, Scenario};
 
 #[test]
 fn lossy_reordering_network_every_request_completes() {

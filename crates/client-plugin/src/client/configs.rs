@@ -83,6 +83,24 @@ impl Configs {
         self.read(|k| k.destinations.clone())
     }
 
+    /// Where retransmissions go: the current nodes and those of the earlier epochs kept. A
+    /// request ordered in an earlier epoch whose reply was lost is answered only from that
+    /// epoch's reply caches (its replicas keep their closed epoch's core for a while, docs/
+    /// protocol.md "Reconfiguration"); in the new epoch it is a duplicate.
+    pub(crate) fn retransmit_destinations(&self) -> Vec<SocketAddr> {
+        self.read(|k| {
+            let mut out = k.destinations.clone();
+            for earlier in k.earlier.values() {
+                for addr in destinations(earlier) {
+                    if !out.contains(&addr) {
+                        out.push(addr);
+                    }
+                }
+            }
+            out
+        })
+    }
+
     /// Takes the operator's CONFIGURE if it starts a later epoch than ours, is signed by our
     /// configuration's operator key, keeps what a configuration may never change online, and
     /// is valid on its own. Returns the new epoch.

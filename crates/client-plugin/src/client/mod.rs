@@ -335,7 +335,9 @@ impl ClientEndpoint {
                     }
                     retransmissions += 1;
                     recorder.retransmitted();
-                    self.broadcast(&frame);
+                    for to in shared.configs.retransmit_destinations() {
+                        inner.transport.send(to, frame.clone());
+                    }
                     tracing::debug!(%client, timestamp, retransmissions, "request re-sent");
                     wait = (wait * 2).min(options.max_retransmit);
                     timer.as_mut().reset(deadline.min(now + wait));
