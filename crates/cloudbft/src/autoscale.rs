@@ -34,6 +34,9 @@ pub struct AutoscaleArgs {
     /// Where to export the autoscaler's own metrics (Prometheus text at /metrics).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// At most this many groups (default: the current ones plus every spare group).
+    #[arg(long)]
+    pub max_groups: Option<usize>,
 }
 
 /// The latency objective and how cautiously to keep it.
@@ -44,9 +47,6 @@ pub struct PolicyArgs {
     pub p95_objective_ms: u64,
     #[arg(long, default_value_t = 1)]
     pub min_groups: usize,
-    /// At most this many groups (default: the current ones plus every spare group).
-    #[arg(long)]
-    pub max_groups: Option<usize>,
     /// Seconds between readings.
     #[arg(long, default_value_t = 5)]
     pub interval_secs: u64,
@@ -70,7 +70,7 @@ impl PolicyArgs {
             ..Policy::new(
                 Duration::from_millis(self.p95_objective_ms),
                 self.min_groups,
-                self.max_groups.unwrap_or(max_groups),
+                max_groups,
             )
         }
     }

@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -46,6 +48,12 @@ pub struct DemoArgs {
     pub max_batch: usize,
     #[command(flatten)]
     pub pages: crate::nodes::PageArgs,
+    /// Run the autoscaler too: it reads the gateway's latency and adds or removes groups to
+    /// keep --p95-objective-ms (docs/operations.md, "The autoscaler").
+    #[arg(long)]
+    pub autoscale: bool,
+    #[command(flatten)]
+    pub policy: crate::autoscale::PolicyArgs,
 }
 
 impl DemoArgs {
@@ -141,6 +149,37 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         "ready: open http://{}/ in a browser (Ctrl-C stops the cluster)",
         args.gateway_addr
     );
+    let scaling = Arc::new(AtomicBool::new(false));
+    let scaler = args.autoscale.then(|| {
+        let auto = crate::autoscale::AutoscaleArgs {
+            operator: crate::reconfigure_cmd::OperatorArgs {
+                config: config.clone(),
+                operator_key: None,
+                spares: None,
+                listen: "127.0.0.1:0".parse().expect("an address"),
+                dry_run: false,
+                provider: crate::reconfigure_cmd::ProviderKind::Local,
+            },
+            policy: args.policy.clone(),
+            sources: vec![args.gateway_addr],
+            metrics: None,
+            max_groups: None,
+        };
+        println!(
+            "autoscaler: keeping the gateway's p95 at {} ms with {} to {} groups",
+            args.policy.p95_objective_ms,
+            args.policy.min_groups,
+            args.max_groups()
+        );
+        let scaling = scaling.clone();
+        std::thread::spawn(move || {
+            let result =
+                crate::autoscale::run(&auto, &scaling, &mut crate::autoscale::print_record);
+            if let Err(e) = &result {
+                eprintln!("the autoscaler stopped: {e:#}");
+            }
+        })
+    });
     loop {
         match stop.recv_timeout(Duration::from_millis(500)) {
             Ok(()) => break,
@@ -179,6 +218,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+    }
+    scaling.store(true, Ordering::Relaxed);
+    if let Some(scaler) = scaler {
+        let _ = scaler.join();
     }
     eprintln!("stopping the cluster");
     cluster.stop();

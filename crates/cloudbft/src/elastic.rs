@@ -261,6 +261,7 @@ async fn drive(
             policy: args.policy.clone(),
             sources: vec![metrics_addr],
             metrics: None,
+            max_groups: Some(args.max_groups as usize),
         };
         let (stop, decisions) = (stop.clone(), decisions.clone());
         std::thread::spawn(move || {

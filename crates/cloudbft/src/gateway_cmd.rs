@@ -4,7 +4,9 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use client_plugin::client::{ClientEndpoint, ClientMetrics, ClientOptions};
-use client_plugin::gateway::{Gateway, GatewayLimits, GatewayMetrics, GatewayOptions};
+use client_plugin::gateway::{
+    Gateway, GatewayLimits, GatewayMetrics, GatewayOptions, StatusSources,
+};
 use net::metrics::Registry;
 use proto::config::Cluster;
 use std::net::{IpAddr, SocketAddr};
@@ -29,6 +31,15 @@ pub struct GatewayArgs {
     pub endpoint: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// For the cluster page (/cluster): a node's metrics port is its protocol port plus this
+    /// (`cloudbft demo` runs them so, with 1000); without it the page shows no view and no
+    /// database progress.
+    #[arg(long)]
+    pub node_metrics_offset: Option<u16>,
+    /// For the cluster page: the autoscaler's decisions file (default: autoscaler.jsonl next to
+    /// the configuration, if it exists).
+    #[arg(long)]
+    pub decisions: Option<PathBuf>,
 }
 
 /// The gateway's limits (docs/operations.md, "The gateway's limits"); defaults from
@@ -118,6 +129,15 @@ pub fn gateway(args: GatewayArgs) -> Result<()> {
         let gateway_options = GatewayOptions {
             limits,
             metrics: GatewayMetrics::register(&mut registry),
+            status: StatusSources {
+                node_metrics_offset: args.node_metrics_offset,
+                decisions: Some(args.decisions.clone().unwrap_or_else(|| {
+                    args.config
+                        .parent()
+                        .unwrap_or(std::path::Path::new("."))
+                        .join("autoscaler.jsonl")
+                })),
+            },
         };
         let client = ClientEndpoint::open(cluster, &keys, &endpoint, options).await?;
         let gateway =

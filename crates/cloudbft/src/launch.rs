@@ -211,6 +211,9 @@ impl LocalCluster {
                 gateway.to_string(),
                 "--endpoint".into(),
                 endpoint,
+                // The nodes' metrics, for the cluster page (ports as above).
+                "--node-metrics-offset".into(),
+                "1000".into(),
             ];
             me.spawn(&dir, "gateway", &args, Some(gateway))?;
             wait_port("gateway", gateway, &mut me.processes)?;

@@ -157,3 +157,13 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's flags are well formed (no flag defined twice by flattened groups).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

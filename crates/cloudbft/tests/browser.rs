@@ -304,7 +304,61 @@ fn bank_forms_in_a_real_browser() {
 
     // What a person sees last: the balance page.
     screenshot(tab, dir.path(), "balance");
+    cluster_page(tab, index, dir.path());
     session.finish();
+}
+
+/// The live cluster page, reached from the index's link: it shows the demo's two groups of
+/// three with their machines, the traffic of the forms just submitted, the database nodes'
+/// progress, and it updates without a reload (its script runs under the page's policy).
+fn cluster_page(tab: &Tab, index: &str, dir: &Path) {
+    load_index(tab, index);
+    tab.find_element("#cluster-link")
+        .and_then(|link| link.click().map(|_| ()))
+        .unwrap_or_else(|e| panic!("following the cluster link: {e:#}; page {}", describe(tab)));
+    wait_for(tab, "the cluster page's data", || {
+        (text_of(tab, "#group-count")? == "2").then_some(())
+    });
+    assert_eq!(shown(tab, "epoch"), "1");
+    let rows = |table: &str| {
+        eval_string(
+            tab,
+            &format!("String(document.querySelectorAll('#{table} tbody tr').length)"),
+        )
+    };
+    assert_eq!(rows("groups").as_deref(), Some("2"));
+    assert_eq!(rows("dbnodes").as_deref(), Some("3"));
+    let members = text_of(tab, "#groups tbody tr td:nth-child(3)").unwrap_or_default();
+    assert_eq!(
+        members.matches("(m").count(),
+        3,
+        "three members on machines: {members}"
+    );
+    // The forms went through some group within the last ten seconds.
+    let busiest = "String(Math.max(...[...document.querySelectorAll('#groups tbody tr \
+                   td:nth-child(4)')].map(td => parseFloat(td.textContent))))";
+    let ops: f64 = eval_string(tab, busiest)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(ops > 0.0, "no throughput shown; page {}", describe(tab));
+    // Database progress comes from the nodes' metrics, the view from the replicas'.
+    wait_for(tab, "the database nodes' executed order", || {
+        let order = text_of(tab, "#dbnodes tbody tr td:nth-child(3)")?;
+        order.parse::<u64>().ok().filter(|&o| o >= 4)
+    });
+    assert_eq!(shown(tab, "view"), "0");
+    // Updated in place: the timestamp moves and the chart is drawn, with no navigation.
+    let url = tab.get_url();
+    let first = shown(tab, "updated");
+    wait_for(tab, "a later update", || {
+        text_of(tab, "#updated").filter(|t| *t != first)
+    });
+    assert_eq!(tab.get_url(), url, "the page must not reload");
+    assert!(eval_bool(
+        tab,
+        "document.querySelectorAll('#history polyline').length === 3"
+    ));
+    screenshot(tab, dir, "cluster");
 }
 
 /// The demo's default application: TPC-C on the small population (4 warehouses of 10

@@ -71,6 +71,8 @@ pub struct Metrics {
     pub epoch_closed: Gauge<u64, AtomicU64>,
     /// The configuration epoch the node runs.
     pub config_epoch: Gauge<u64, AtomicU64>,
+    /// The view the replica is in.
+    pub view: Gauge<u64, AtomicU64>,
     /// Pages waiting for a page worker, and workers busy (replica; see crate::page).
     pub pages_queued: Gauge<u64, AtomicU64>,
     pub page_workers_busy: Gauge<u64, AtomicU64>,
@@ -113,6 +115,7 @@ impl Metrics {
             admission_capacity: Gauge::default(),
             epoch_closed: Gauge::default(),
             config_epoch: Gauge::default(),
+            view: Gauge::default(),
             pages_queued: Gauge::default(),
             page_workers_busy: Gauge::default(),
             transport: TransportMetrics::register(registry),
@@ -224,6 +227,7 @@ impl Metrics {
             "1 once this configuration epoch's end is certified (an online reconfiguration)",
             m.epoch_closed.clone(),
         );
+        r.register("view", "The view this replica is in", m.view.clone());
         r.register(
             "config_epoch",
             "The configuration epoch this node runs",

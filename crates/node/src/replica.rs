@@ -571,6 +571,7 @@ pub async fn run(
         }
         metrics.recovering.set(u64::from(core.is_recovering()));
         metrics.config_epoch.set(e.cluster.epoch().0);
+        metrics.view.set(core.view().0);
         if core.recoveries() > metrics.recoveries.get() {
             tracing::warn!(
                 id = me.0,

@@ -25,7 +25,8 @@ pub(crate) fn index(app: App, partitions: u32) -> String {
     let title = format!("CloudBFT {}", app.title());
     let mut body = format!(
         "<h1>{}</h1>\n<p>Each result page is shown only once f+1 replicas of one group \
-         sent the same page. {}</p>\n<nav>\n<ul>\n",
+         sent the same page. {}</p>\n<p><a id=\"cluster-link\" href=\"/cluster\">The \
+         cluster live: groups, partitions, throughput, latency, scaling</a></p>\n<nav>\n<ul>\n",
         escape(&title),
         scope(app, partitions)
     );

@@ -19,12 +19,14 @@
 //! [`server`] loop's header timeout and connection limits, all set by [`GatewayLimits`]. Error
 //! pages say what the person can do, never what failed inside (that goes to the log).
 
+mod cluster;
 mod forms;
 mod html;
 mod limits;
 mod protect;
 mod server;
 
+pub use cluster::StatusSources;
 pub use limits::{GatewayLimits, GatewayMetrics, InvalidLimit, Refusal};
 
 use crate::client::{ClientEndpoint, ClientError};
@@ -73,10 +75,13 @@ pub struct GatewayOptions {
     pub limits: GatewayLimits,
     /// Pass [`GatewayMetrics::register`]'s result to export them.
     pub metrics: GatewayMetrics,
+    /// Where the cluster page reads what the gateway does not see itself.
+    pub status: StatusSources,
 }
 
 struct Gate {
     endpoint: ClientEndpoint,
+    status: Arc<cluster::ClusterStatus>,
     registry: Arc<Registry>,
     app: App,
     partitions: u32,
@@ -98,8 +103,20 @@ pub fn router(
     let config = &endpoint.cluster().config;
     let app = App::from_name(&config.application)
         .ok_or_else(|| GatewayError::UnknownApplication(config.application.clone()))?;
+    let status = cluster::ClusterStatus::new(options.status.clone());
+    {
+        let (status, endpoint) = (status.clone(), endpoint.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(cluster::SAMPLE_EVERY);
+            loop {
+                every.tick().await;
+                status.sample(&endpoint.cluster()).await;
+            }
+        });
+    }
     let gate = Arc::new(Gate {
         partitions: config.partitions,
+        status,
         endpoint,
         registry,
         app,
@@ -107,6 +124,9 @@ pub fn router(
     let mut router = Router::new()
         .route("/", get(index))
         .route("/metrics", get(metrics))
+        .route("/cluster", get(cluster_page))
+        .route("/cluster.js", get(cluster_script))
+        .route("/cluster.json", get(cluster_data))
         .route("/healthz", get(|| async { "ok" }));
     for spec in app.forms() {
         router = router.route(
@@ -220,6 +240,37 @@ async fn index(State(gate): State<Arc<Gate>>) -> Response {
     html_response(StatusCode::OK, html::index(gate.app, gate.partitions))
 }
 
+/// The live cluster page (gateway::cluster), with the policy that lets it run its own script.
+async fn cluster_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HTML),
+            (header::CONTENT_SECURITY_POLICY, cluster::PAGE_POLICY),
+        ],
+        cluster::PAGE,
+    )
+        .into_response()
+}
+
+async fn cluster_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        cluster::SCRIPT,
+    )
+        .into_response()
+}
+
+async fn cluster_data(State(gate): State<Arc<Gate>>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        gate.status.json(&gate.endpoint),
+    )
+        .into_response()
+}
+
 async fn metrics(State(gate): State<Arc<Gate>>) -> Response {
     gate.endpoint.refresh_metrics();
     let text = net::metrics::render(&gate.registry);
@@ -265,16 +316,19 @@ async fn submit(
         .invoke(operation.partitions, operation.bytes)
         .await
     {
-        Ok(accepted) => (
-            StatusCode::OK,
-            [
-                (header::CONTENT_TYPE, HTML),
-                // A result belongs to one submission; it must not be replayed from a cache.
-                (header::CACHE_CONTROL, "no-store"),
-            ],
-            accepted.page,
-        )
-            .into_response(),
+        Ok(accepted) => {
+            gate.status.accepted(accepted.group, accepted.latency);
+            (
+                StatusCode::OK,
+                [
+                    (header::CONTENT_TYPE, HTML),
+                    // A result belongs to one submission; it must not be replayed from a cache.
+                    (header::CACHE_CONTROL, "no-store"),
+                ],
+                accepted.page,
+            )
+                .into_response()
+        }
         Err(error) => {
             tracing::warn!(form = spec.id, %error, "no accepted page");
             failure(&error)

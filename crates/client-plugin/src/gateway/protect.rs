@@ -168,9 +168,10 @@ pub(crate) fn protect(router: Router, limits: &GatewayLimits, metrics: &GatewayM
         ServiceBuilder::new()
             .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
             .layer(header(header::X_FRAME_OPTIONS, "DENY"))
-            .layer(header(
+            // The cluster page sets its own (its script and data); every other page gets this.
+            .layer(SetResponseHeaderLayer::if_not_present(
                 header::CONTENT_SECURITY_POLICY,
-                CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CONTENT_SECURITY_POLICY),
             ))
             // Same-origin requests keep their Referer (a fallback for old browsers' CSRF
             // checks); other sites learn nothing about the gateway's URLs.

@@ -188,6 +188,7 @@ pub async fn gateway_with(
         GatewayOptions {
             limits,
             metrics: metrics.clone(),
+            status: Default::default(),
         },
     )
     .await
