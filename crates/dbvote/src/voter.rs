@@ -440,7 +440,13 @@ pub(super) mod tests {
 
     /// Group 0 of a one-group cluster with two partitions; database node 11 votes.
     pub(in crate::voter) fn voter() -> VoterCore {
-        let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+        voter_of(1)
+    }
+
+    /// Database node 11 of a cluster of `groups` groups and two partitions (group g serves
+    /// partition g with two groups).
+    fn voter_of(groups: u32) -> VoterCore {
+        let cluster = Arc::new(TestCluster::new(1, groups, 2, 4).cluster);
         VoterCore::new(
             cluster,
             Arc::new(BytesArePartitions),
@@ -510,17 +516,11 @@ pub(super) mod tests {
     /// add up (docs/protocol.md, "Reconfiguration").
     #[test]
     fn only_the_group_serving_the_partition_decides() {
-        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
+        let mut v = voter_of(2);
+        let cluster = v.cluster.clone();
         let serving = cluster.group_of(0).unwrap().0;
         let other = 1 - serving;
         let members = |g: u32| -> Vec<u32> { cluster.members(GroupId(g)).map(|r| r.id).collect() };
-        let mut v = VoterCore::new(
-            cluster.clone(),
-            Arc::new(BytesArePartitions),
-            node_key(NodeId(11)),
-            NodeId(11),
-            vec![0, 0],
-        );
         let e = [execution(1, &[(0, 1)], &[0])];
         for replica in members(other) {
             let (actions, malformed) = v.on_commit_db(&commit_db(1, other, replica, &e)).unwrap();
@@ -578,14 +578,8 @@ pub(super) mod tests {
     /// at two orders). Now the node executes only what group 1's correct members decide there.
     #[test]
     fn votes_before_the_cut_do_not_add_up_with_the_next_epochs() {
-        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
-        let mut v = VoterCore::new(
-            cluster.clone(),
-            Arc::new(BytesArePartitions),
-            node_key(NodeId(11)),
-            NodeId(11),
-            vec![0, 0],
-        );
+        let mut v = voter_of(2);
+        let cluster = v.cluster.clone();
         assert_eq!(cluster.group_of(0), Some(GroupId(0)));
         let forged = [execution(1, &[(0, 1)], &[0])];
         let (actions, malformed) = v.on_commit_db(&commit_db(1, 0, 103, &forged)).unwrap();

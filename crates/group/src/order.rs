@@ -306,14 +306,9 @@ mod tests {
     /// cut, then signed again with that book. Both certificates had f+1 of every group.
     #[test]
     fn a_closed_book_records_no_join() {
-        let (cluster, spares) = TestCluster::operated(1, 1, 1, 2, 4);
+        let (cluster, _) = TestCluster::operated(1, 1, 0, 2, 4);
         let mut next = cluster.config.clone();
         next.config_epoch += 1;
-        next.replicas.extend(spares);
-        next.groups.push(proto::config::GroupConfig {
-            id: 1,
-            partitions: Vec::new(),
-        });
         let reconfigure = proto::Reconfigure::new(
             ConfigEpoch(1),
             &next,

@@ -8,23 +8,10 @@
 //! `cargo run --release -p cloudbft-model --example cutover_deep_check`
 
 use model::cutover::{Cutover, ReconfigureAgreement, State};
-use stateright::{Checker, Model};
-use std::time::Instant;
+use model::harness;
 
 fn check(name: &str, model: Cutover) {
-    let start = Instant::now();
-    let checker = model
-        .checker()
-        .symmetry_fn(State::representative)
-        .spawn_dfs()
-        .join();
-    println!(
-        "{name}: {} unique states ({} generated), {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        start.elapsed()
-    );
-    checker.assert_properties();
+    harness::check_all(name, model, State::representative);
 }
 
 fn main() {

@@ -383,6 +383,9 @@ pub struct Vote {
     pub group: Group,
     /// Counted before the node learned the cut (else after).
     pub early: bool,
+    /// Still counted after the node learned the cut (late votes, and early ones at or below
+    /// the cut, which are of epoch e).
+    pub kept: bool,
 }
 
 impl State {
@@ -689,12 +692,14 @@ impl Cutover {
         let this = self.group_this(s, q);
         let next = self.group_next(s, q);
         let mut out = Vec::new();
-        let mut vote = |voter, epoch, group, early| {
+        let mut vote = |voter, epoch, group, early: bool| {
+            let kept = !early || cut.is_some_and(|c| order <= c);
             out.push(Vote {
                 voter,
                 epoch,
                 group,
                 early,
+                kept,
             })
         };
         // Whether a vote naming this epoch and group counts after the CONFIGURE.
@@ -734,29 +739,16 @@ impl Cutover {
         out
     }
 
-    /// Every pair of votes (f+1 = 2 from distinct members) with which a database node that
-    /// knows `cut` executes `(order, request)`.
-    pub fn quorums(
-        &self,
-        s: &State,
-        d: &Decisions,
-        order: Order,
-        q: Request,
-        cut: Option<Order>,
-    ) -> Vec<[Vote; 2]> {
-        let votes = self.votes(s, d, order, q, cut);
+    /// Every pair of `votes` (f+1 = 2 from distinct members, for one execution) with which a
+    /// database node executes it.
+    pub fn quorums(&self, votes: &[Vote]) -> Vec<[Vote; 2]> {
         let mut out = Vec::new();
         for (i, a) in votes.iter().enumerate() {
             for b in &votes[i + 1..] {
                 let together = match self.voter {
-                    // At the CONFIGURE the votes above the cut go: early votes count together
-                    // with late ones only at or below it, where both are of epoch e.
-                    Voter::DropsVotesAboveTheCut => {
-                        a.early == b.early
-                            || cut.is_some_and(|c| {
-                                order <= c && a.epoch == Epoch::This && b.epoch == Epoch::This
-                            })
-                    }
+                    // At the CONFIGURE the votes above the cut go: votes counted before it
+                    // add up with those counted after it only if they are kept.
+                    Voter::DropsVotesAboveTheCut => (a.early && b.early) || (a.kept && b.kept),
                     Voter::KeepsVotesAcrossTheCut | Voter::AnyGroupOfEitherEpoch => true,
                 };
                 if a.voter != b.voter && together {
@@ -787,7 +779,7 @@ impl Cutover {
                 };
                 let foreign = |v: &Vote| v.epoch != epoch || v.group != group;
                 if let Some(quorum) = self
-                    .quorums(s, &d, order, q, Some(cut))
+                    .quorums(&self.votes(s, &d, order, q, Some(cut)))
                     .into_iter()
                     .find(|pair| pair.iter().any(foreign))
                 {
@@ -805,8 +797,8 @@ impl Cutover {
         for cut in d.cuts() {
             for order in d.orders.clone() {
                 for q in s.requests() {
-                    if !out.contains(&(order, q)) && !self.quorums(s, &d, order, q, cut).is_empty()
-                    {
+                    let votes = self.votes(s, &d, order, q, cut);
+                    if !out.contains(&(order, q)) && !self.quorums(&votes).is_empty() {
                         out.push((order, q));
                     }
                 }
