@@ -16,9 +16,10 @@
 //! * **The old primary** (view 0) is Byzantine within its USIG: one PREPARE per counter
 //!   `1..=prepares`, whose contents ([`Content`]: a request, the operator's RECONFIGURE, a
 //!   RECONFIGURE that does not verify, a JOIN) are fixed in the initial state, every sequence
-//!   up to renaming requests and partitions; it delivers each counter to any correct replica
-//!   at any time or never (stopping, or giving groups different prefixes). So it may order
-//!   requests and JOINs after the RECONFIGURE, several RECONFIGUREs, a forged one, or none.
+//!   up to renaming requests (and partitions, where [`Cutover::symmetric`]); it delivers
+//!   each counter to any correct replica at any time or never (stopping, or giving groups
+//!   different prefixes). So it may order requests and JOINs after the RECONFIGURE, several
+//!   RECONFIGUREs, a forged one, or none.
 //! * **Correct replicas** process PREPAREs in counter order and derive the order book
 //!   ([`Cutover::derive`], as `group::order::OrderBook`): consecutive orders for new requests,
 //!   none for duplicates; the first valid RECONFIGURE closes the book and nothing is ordered
@@ -832,13 +833,23 @@ impl Cutover {
             .map(|i| (points[0], points[i]))
     }
 
-    /// New contents: an existing request, a new one in either partition (the first request
-    /// in partition 0: the two partitions and groups are symmetric), the RECONFIGURE, and for
-    /// the old primary a forged one and a JOIN.
-    fn contents(partitions: &[Partition], old: bool) -> Vec<(Content, Option<Partition>)> {
+    /// Whether renaming partition 0 and group 0 to 1 and back maps the model to itself: both
+    /// epochs' assignments and the agreement rule then treat the two alike.
+    fn symmetric(&self) -> bool {
+        self.next_assignment[0] != self.next_assignment[1]
+            && !matches!(self.agreement, ReconfigureAgreement::OneGroup(_))
+    }
+
+    /// New contents: an existing request, a new one in either partition (the first request in
+    /// partition 0 if the model is [`Cutover::symmetric`]), the RECONFIGURE, and for the old
+    /// primary a forged one and a JOIN.
+    fn contents(&self, partitions: &[Partition], old: bool) -> Vec<(Content, Option<Partition>)> {
         let fresh = partitions.len() as Request + 1;
         let mut out: Vec<_> = (1..fresh).map(|q| (Content::Request(q), None)).collect();
-        let new_partitions: &[Partition] = if partitions.is_empty() { &[0] } else { &[0, 1] };
+        let new_partitions: &[Partition] = match partitions.is_empty() && self.symmetric() {
+            true => &[0],
+            false => &[0, 1],
+        };
         out.extend(
             new_partitions
                 .iter()
@@ -862,7 +873,7 @@ impl Model for Cutover {
         for _ in 0..self.prepares {
             let mut longer = Vec::new();
             for (partitions, prepares) in &sequences {
-                for (content, partition) in Self::contents(partitions, true) {
+                for (content, partition) in self.contents(partitions, true) {
                     let mut partitions: Vec<Partition> = partitions.clone();
                     partitions.extend(partition);
                     let mut prepares: Vec<Content> = prepares.clone();
@@ -987,7 +998,7 @@ impl Model for Cutover {
             if s.view1.len() < self.view1_prepares
                 && (!closed || self.after_close == AfterClose::Order)
             {
-                for (content, partition) in Self::contents(&s.partitions, false) {
+                for (content, partition) in self.contents(&s.partitions, false) {
                     actions.push(Action::View1Prepare { content, partition });
                 }
             }
@@ -1000,7 +1011,7 @@ impl Model for Cutover {
             }
             Some(point) if s.next_orders.len() < self.next_orders => {
                 let book = self.book(s, point).expect("a certified point");
-                for (content, partition) in Self::contents(&s.partitions, false) {
+                for (content, partition) in self.contents(&s.partitions, false) {
                     if let Content::Request(request) = content {
                         if !book.orders.contains(&request) && !s.next_orders.contains(&request) {
                             actions.push(Action::NextOrder { request, partition });

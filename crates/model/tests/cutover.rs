@@ -77,22 +77,20 @@ fn the_implemented_cut_over_holds() {
     );
 }
 
-/// Not needed for safety, as it turns out: one group agreeing on the RECONFIGURE's slot (either
-/// one) keeps every property, because a certificate needs f+1 EPOCH-CLOSEs of that group
-/// too, and a correct member signs only once its group decided every slot it agrees on, so
-/// the slot is decided by some group and in every later cut. Every group agreeing costs the
-/// other groups one COMMIT each.
+/// Not needed for safety, as it turns out: one group agreeing on the RECONFIGURE's slot keeps
+/// every property, because a certificate needs f+1 EPOCH-CLOSEs of that group too, and a
+/// correct member signs only once its group decided every slot it agrees on, so the slot is
+/// decided by some group and in every later cut. (Group 0; the first request may be in either
+/// partition, so this covers group 1 too.) Every group agreeing costs the others one COMMIT.
 #[test]
 fn one_group_agreeing_on_the_reconfigure_holds() {
-    for group in [0, 1] {
-        check_all(
-            &format!("cut-over, only group {group} agrees on the RECONFIGURE"),
-            Cutover {
-                agreement: ReconfigureAgreement::OneGroup(group),
-                ..Cutover::implemented(2, 1, 1)
-            },
-        );
-    }
+    check_all(
+        "cut-over, only group 0 agrees on the RECONFIGURE",
+        Cutover {
+            agreement: ReconfigureAgreement::OneGroup(0),
+            ..Cutover::implemented(2, 1, 1)
+        },
+    );
 }
 
 /// The voter as first built (found by this model, fixed in `dbvote::voter::reconfigure`).
