@@ -166,11 +166,17 @@ impl VoterCore {
     }
 
     /// The next configuration epoch starts (after the certified end of this one): COMMIT-DBs of
-    /// this epoch still count for its orders, those of the next one for the orders after.
+    /// this epoch still count for its orders, those of the next one for the orders after, and
+    /// votes of this epoch already counted for orders after its end are dropped.
     pub fn reconfigure(&mut self, next: Arc<Cluster>) {
         let end = next.config.epoch_start.order;
         let previous = std::mem::replace(&mut self.cluster, next);
         self.past.push((previous, end));
+        // Votes for orders after the cut were counted while this epoch seemed to cover them:
+        // those orders are the next epoch's, and only its votes may decide them. Kept, a
+        // Byzantine member of the old group (before the CONFIGURE) and one of the new group
+        // (after it) made f+1 for an execution no correct replica decided.
+        self.votes.retain(|&order, _| order <= end);
         // Epochs whose every order executed here need no more votes.
         let done = self.st.executed_through;
         self.past.retain(|(_, end)| *end > done);
@@ -434,7 +440,13 @@ pub(super) mod tests {
 
     /// Group 0 of a one-group cluster with two partitions; database node 11 votes.
     pub(in crate::voter) fn voter() -> VoterCore {
-        let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+        voter_of(1)
+    }
+
+    /// Database node 11 of a cluster of `groups` groups and two partitions (group g serves
+    /// partition g with two groups).
+    fn voter_of(groups: u32) -> VoterCore {
+        let cluster = Arc::new(TestCluster::new(1, groups, 2, 4).cluster);
         VoterCore::new(
             cluster,
             Arc::new(BytesArePartitions),
@@ -504,17 +516,11 @@ pub(super) mod tests {
     /// add up (docs/protocol.md, "Reconfiguration").
     #[test]
     fn only_the_group_serving_the_partition_decides() {
-        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
+        let mut v = voter_of(2);
+        let cluster = v.cluster.clone();
         let serving = cluster.group_of(0).unwrap().0;
         let other = 1 - serving;
         let members = |g: u32| -> Vec<u32> { cluster.members(GroupId(g)).map(|r| r.id).collect() };
-        let mut v = VoterCore::new(
-            cluster.clone(),
-            Arc::new(BytesArePartitions),
-            node_key(NodeId(11)),
-            NodeId(11),
-            vec![0, 0],
-        );
         let e = [execution(1, &[(0, 1)], &[0])];
         for replica in members(other) {
             let (actions, malformed) = v.on_commit_db(&commit_db(1, other, replica, &e)).unwrap();
@@ -560,6 +566,47 @@ pub(super) mod tests {
             v.on_commit_db(&commit_db(3, 0, 101, &third)).unwrap_err(),
             VoterReject::WrongEpoch
         );
+    }
+
+    /// A vote of the earlier epoch for an order after the cut, counted before the node knew
+    /// the cut, does not add up with a vote of the next epoch for that order. The model check
+    /// of the cut-over (`crates/model/src/cutover.rs`) found this: partition 0 moves from
+    /// group 0 to group 1 at a cut at order 0; before the CONFIGURE reaches this node, group 0's
+    /// Byzantine member votes for request 1 at order 1 (epoch 1 still counted any order); after
+    /// it, group 1's Byzantine member votes the same. Two votes of two groups of two epochs made
+    /// f+1: the node executed what no correct replica decided (in the model, a request executed
+    /// at two orders). Now the node executes only what group 1's correct members decide there.
+    #[test]
+    fn votes_before_the_cut_do_not_add_up_with_the_next_epochs() {
+        let mut v = voter_of(2);
+        let cluster = v.cluster.clone();
+        assert_eq!(cluster.group_of(0), Some(GroupId(0)));
+        let forged = [execution(1, &[(0, 1)], &[0])];
+        let (actions, malformed) = v.on_commit_db(&commit_db(1, 0, 103, &forged)).unwrap();
+        assert!(batches(&actions).is_empty() && malformed == 0);
+        let mut next = cluster.config.clone();
+        next.config_epoch = 2;
+        for g in &mut next.groups {
+            g.partitions = vec![1 - g.id];
+        }
+        v.reconfigure(Arc::new(Cluster::new(next).unwrap()));
+        let (actions, malformed) = v.on_commit_db(&commit_db(2, 1, 203, &forged)).unwrap();
+        assert_eq!(malformed, 0, "group 1 serves partition 0 in epoch 2");
+        assert!(batches(&actions).is_empty(), "{actions:?}");
+        // What epoch 2 decided at order 1 executes.
+        let decided = [Execution {
+            request: request(2, 1, &[0]),
+            ..forged[0].clone()
+        }];
+        let mut executed = Vec::new();
+        for replica in [201, 202] {
+            let (actions, _) = v.on_commit_db(&commit_db(2, 1, replica, &decided)).unwrap();
+            executed.extend(actions.into_iter().filter_map(|a| match a {
+                VoterAction::Execute(batch) => Some(batch),
+                _ => None,
+            }));
+        }
+        assert_eq!(executed, vec![decided.to_vec()]);
     }
 
     #[test]

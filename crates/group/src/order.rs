@@ -75,9 +75,18 @@ impl OrderBook {
     }
 
     /// Orders a JOIN carried by a PREPARE: true when it starts a newer incarnation of a replica
-    /// of the configuration (valid warrant, this epoch, later than its current incarnation).
+    /// of the configuration (valid warrant, this epoch, later than its current incarnation)
+    /// and the book is not closed.
     /// Every replica decides this alike, so checkpoints certify the result.
     pub fn join(&mut self, cluster: &Cluster, join: &Join) -> bool {
+        // Nothing is ordered after the epoch's last PREPARE, JOINs included. Replicas refuse
+        // later PREPAREs in their view, but a new view's cut may hold one (a Byzantine
+        // member's VIEW-CHANGE shows what a Byzantine primary sent after the RECONFIGURE), and
+        // re-deriving the book over the cut must not record what the replicas that closed the
+        // epoch in the earlier view never did: the book at the end would get two digests.
+        if self.closed {
+            return false;
+        }
         let incarnation = join.incarnation();
         let current = self.incarnation(join.replica).unwrap_or(Incarnation {
             epoch: cluster.usig_epoch_of(join.replica).map_or(0, |e| e.0),
@@ -286,6 +295,45 @@ mod tests {
             .map(|(_, e)| (e.order, e.request.client))
             .collect();
         assert_eq!(orders, vec![(1, ClientId(1)), (2, ClientId(4))]);
+    }
+
+    /// A closed book records no JOIN. The model check of the cut-over
+    /// (`crates/model/src/cutover.rs`) found two certificates of the end of one epoch naming two
+    /// books: a Byzantine primary orders a JOIN after the RECONFIGURE, which every correct
+    /// replica refuses; the replicas of both groups close at the RECONFIGURE and sign; a view
+    /// change follows whose cut holds the JOIN (a Byzantine member's VIEW-CHANGE shows it), and
+    /// the replicas that enter the new view recorded it when they re-derived the book over the
+    /// cut, then signed again with that book. Both certificates had f+1 of every group.
+    #[test]
+    fn a_closed_book_records_no_join() {
+        let (cluster, _) = TestCluster::operated(1, 1, 0, 2, 4);
+        let mut next = cluster.config.clone();
+        next.config_epoch += 1;
+        let reconfigure = proto::Reconfigure::new(
+            ConfigEpoch(1),
+            &next,
+            "127.0.0.1:9",
+            &proto::testing::operator_key(),
+        );
+        let mut closing = prepare(&cluster, Vec::new());
+        closing.reconfigure = Some(Box::new(reconfigure));
+        let bytes = Join::warranted_bytes(NodeId(101), cluster.epoch());
+        let mut rebooted = proto::testing::usig_in_epoch(NodeId(101), usig::Epoch(2));
+        let join = Join {
+            replica: NodeId(101),
+            config_epoch: cluster.epoch(),
+            ui: rebooted.create_ui(&bytes).unwrap(),
+        };
+        assert!(
+            OrderBook::new(&cluster).join(&cluster, &join),
+            "a valid JOIN"
+        );
+        let mut book = OrderBook::new(&cluster);
+        book.order(&cluster, &BytesArePartitions, &closing);
+        assert!(book.is_closed());
+        let at_the_end = book.digest();
+        assert!(!book.join(&cluster, &join));
+        assert_eq!(book.digest(), at_the_end);
     }
 
     /// A Byzantine primary cannot hand a partition to another group: the entry gets no order,
