@@ -177,22 +177,9 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 .filter(|p| p % args.groups == g)
                 .collect(),
         });
-        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1).take(n) {
-            let id = 100 + g * 100 + k as u32;
-            let usig = 1000 + u64::from(id);
-            config.replicas.push(ReplicaConfig {
-                id,
-                group: g,
-                addr: next_addr(),
-                machine: machine(k),
-                usig,
-                usig_epoch: None,
-                usig_start: None,
-                rejoin: false,
-                public_key: new_key(out, &format!("node-{id}"))?,
-            });
-            machine_identities.push((id, usig));
-        }
+        config
+            .replicas
+            .extend(group_replicas(out, g, &mut hosted[1..=n], &mut next_addr)?);
     }
     for k in 1..=n {
         let id = 10 + k as u32;
@@ -220,23 +207,9 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         .map(|_| next_addr())
         .collect();
     for g in args.groups..max_groups {
-        for (k, machine_identities) in hosted.iter_mut().enumerate().skip(1).take(n) {
-            let id = 100 + g * 100 + k as u32;
-            let usig = 1000 + u64::from(id);
-            spares.replicas.push(ReplicaConfig {
-                id,
-                group: g,
-                addr: next_addr(),
-                machine: machine(k),
-                usig,
-                usig_epoch: None,
-                usig_start: None,
-                rejoin: false,
-                public_key: new_key(out, &format!("node-{id}"))?,
-            });
-            machine_identities.push((id, usig));
-            spare_ids.push(usig);
-        }
+        let replicas = group_replicas(out, g, &mut hosted[1..=n], &mut next_addr)?;
+        spare_ids.extend(replicas.iter().map(|r| r.usig));
+        spares.replicas.extend(replicas);
     }
     for c in 1..=args.clients {
         config.clients.push(ClientConfig {
@@ -262,6 +235,35 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     fs::write(&path, toml::to_string(&config)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+/// The 2f+1 replicas of group `g`, one on each of the machines m1.. whose identities `hosted`
+/// lists (each gets its replica's identity), with their keys written.
+fn group_replicas(
+    out: &Path,
+    g: u32,
+    hosted: &mut [Vec<(u32, u64)>],
+    next_addr: &mut dyn FnMut() -> String,
+) -> Result<Vec<ReplicaConfig>> {
+    let mut replicas = Vec::new();
+    for (i, machine_identities) in hosted.iter_mut().enumerate() {
+        let k = i + 1;
+        let id = 100 + g * 100 + k as u32;
+        let usig = 1000 + u64::from(id);
+        replicas.push(ReplicaConfig {
+            id,
+            group: g,
+            addr: next_addr(),
+            machine: machine(k),
+            usig,
+            usig_epoch: None,
+            usig_start: None,
+            rejoin: false,
+            public_key: new_key(out, &format!("node-{id}"))?,
+        });
+        machine_identities.push((id, usig));
+    }
+    Ok(replicas)
 }
 
 /// Writes a node's or client's signing key (seed, mode 0600) and returns its public key in hex.
