@@ -2,6 +2,7 @@
 
 mod autoscale;
 mod bench;
+mod cpu;
 mod demo;
 mod elastic;
 mod gateway_cmd;
