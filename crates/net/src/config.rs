@@ -26,6 +26,14 @@ pub struct TransportConfig {
     pub connect_backoff_max: Duration,
     /// Upper bound on one connection attempt (a peer whose host is gone may never answer a SYN).
     pub connect_timeout: Duration,
+    /// How long data written to a connection may stay unacknowledged before the connection is
+    /// given up and re-opened (`TCP_USER_TIMEOUT`). Without it a connection across a network
+    /// partition stays open while TCP backs off its retransmissions exponentially (minutes
+    /// between tries after a long partition), so after the partition heals the peer would hear
+    /// from us only at TCP's next retry; re-opened, it hears within `connect_backoff_max` and
+    /// `connect_timeout`. A peer that is alive but slow still acknowledges (even a zero window),
+    /// so this does not cut it off.
+    pub stall_timeout: Duration,
 }
 
 impl Default for TransportConfig {
@@ -37,6 +45,7 @@ impl Default for TransportConfig {
             connect_backoff_min: Duration::from_millis(20),
             connect_backoff_max: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
+            stall_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -59,6 +68,10 @@ pub enum ConfigError {
     /// A zero timeout would fail every connection attempt.
     #[error("connect_timeout must be positive")]
     ZeroConnectTimeout,
+    /// Zero would leave stalled connections to TCP's retransmission backoff; more than
+    /// `u32::MAX` milliseconds is not expressible.
+    #[error("stall_timeout must be between 1 ms and u32::MAX ms")]
+    StallTimeout,
 }
 
 impl TransportConfig {
@@ -85,6 +98,10 @@ impl TransportConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err(ConfigError::ZeroConnectTimeout);
+        }
+        let stall_ms = self.stall_timeout.as_millis();
+        if stall_ms == 0 || u32::try_from(stall_ms).is_err() {
+            return Err(ConfigError::StallTimeout);
         }
         Ok(())
     }
@@ -121,6 +138,10 @@ mod tests {
         assert_eq!(
             bad(|c| c.connect_timeout = Duration::ZERO),
             ConfigError::ZeroConnectTimeout
+        );
+        assert_eq!(
+            bad(|c| c.stall_timeout = Duration::from_micros(10)),
+            ConfigError::StallTimeout
         );
         #[cfg(target_pointer_width = "64")]
         assert!(matches!(

@@ -9,7 +9,10 @@
 //! - [`Transport::send`] never blocks and never fails. Each destination has one task with a
 //!   bounded queue and one outbound connection, opened lazily, re-opened with capped exponential
 //!   backoff; when the queue is full the frame is dropped and counted. A dead, slow or hostile
-//!   peer therefore costs at most its queue and never delays traffic to the others.
+//!   peer therefore costs at most its queue and never delays traffic to the others. A connection
+//!   whose data goes unacknowledged for [`TransportConfig::stall_timeout`] (a partition: the
+//!   peer neither answers nor closes) is given up and re-opened too, so that a peer is reached
+//!   again within the backoff once the partition heals, not at TCP's next retransmission.
 //! - Inbound connections are read-only: each read loop accepts frames up to
 //!   [`TransportConfig::max_frame`] and closes its connection on an oversized length prefix or a
 //!   truncated frame, counting it, without ever allocating more than the limit.

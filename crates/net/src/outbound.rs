@@ -57,7 +57,7 @@ pub(crate) async fn run(mut peer: Peer, mut lifetime: Lifetime) {
         }
         let connected = tokio::select! {
             _ = lifetime.stopped() => return,
-            connected = connect(peer.to, peer.config.connect_timeout) => connected,
+            connected = connect(peer.to, &peer.config) => connected,
         };
         let delivered_some = match connected {
             Ok(stream) => {
@@ -103,13 +103,39 @@ pub(crate) async fn run(mut peer: Peer, mut lifetime: Lifetime) {
     }
 }
 
-async fn connect(to: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    let stream = tokio::time::timeout(timeout, TcpStream::connect(to))
+async fn connect(to: SocketAddr, config: &TransportConfig) -> io::Result<TcpStream> {
+    let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(to))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out"))??;
     // Frames are already batched; do not let Nagle delay the last one of a burst.
     stream.set_nodelay(true)?;
+    set_stall_timeout(&stream, config.stall_timeout)?;
     Ok(stream)
+}
+
+/// Gives the connection up (the next write or read fails with `ETIMEDOUT`) once written data
+/// stays unacknowledged for `timeout`, so that [`run`] re-opens it instead of leaving delivery
+/// to TCP's exponentially spaced retransmissions across a partition
+/// ([`TransportConfig::stall_timeout`]).
+fn set_stall_timeout(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // Validated: 1 ms to u32::MAX ms.
+    let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+    // SAFETY: setsockopt(2) on a socket we own, with a pointer to a live u32 and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            (&ms as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// How a connection's pump ended.

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // Each test binary uses part of it.
 
+pub mod netns;
 mod ports;
 pub use ports::Ports;
 
