@@ -329,9 +329,12 @@ impl Provider for TerraformProvider {
         let applied = pending.apply().with_context(|| {
             format!(
                 "the cluster runs configuration epoch {} with {} group(s) without the removed \
-                 replicas, but their machines still run",
+                 replicas, but their machines still run: remove them with `cloudbft place \
+                 --scale-groups {} --terraform-dir {} --apply` once terraform works",
                 config.config_epoch,
-                config.groups.len()
+                config.groups.len(),
+                config.groups.len(),
+                self.terraform.dir().display()
             )
         });
         let applied = applied.context(NeedsOperator)?;
