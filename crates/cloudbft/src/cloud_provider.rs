@@ -103,32 +103,6 @@ impl TerraformProvider {
         Ok(pending)
     }
 
-    fn start_machines(
-        &mut self,
-        current: &ClusterConfig,
-        next: &mut ClusterConfig,
-        new: &[u32],
-        shape: &Path,
-    ) -> Result<()> {
-        let applied = self.plan(current, next)?.apply()?;
-        println!(
-            "  terraform apply: groups {} -> {} applied",
-            applied.groups_before, applied.groups_after
-        );
-        let undone = |e: anyhow::Error| {
-            e.context(format!(
-                "the new machines exist (terraform applied {} groups) but the cluster does not \
-                 use them yet and did not change: fix this and run the same change again (the \
-                 plan will be empty), or `cloudbft place --scale-groups {} --terraform-dir {} \
-                 --apply` to remove them",
-                applied.groups_after,
-                current.groups.len(),
-                self.terraform.dir().display()
-            ))
-        };
-        self.join(current, next, new, shape).map_err(undone)
-    }
-
     /// Gives the new replicas their machines' addresses and enrollments, and installs them.
     fn join(
         &self,
@@ -306,14 +280,30 @@ impl Provider for TerraformProvider {
         new: &[u32],
         shape: &Path,
     ) -> Result<()> {
-        if self.pending.is_some() {
-            return Err(anyhow::anyhow!(
+        let applied = match self.pending {
+            Some(_) => Err(anyhow::anyhow!(
                 "the terraform provider adds or removes groups, not both in one change: \
                  change the group count with `cloudbft scale --groups N`"
-            )
-            .context(NeedsOperator));
+            )),
+            None => self.plan(current, next).and_then(PendingScale::apply),
         }
-        self.start_machines(current, next, new, shape)
+        .context(NeedsOperator)?;
+        println!(
+            "  terraform apply: groups {} -> {} applied",
+            applied.groups_before, applied.groups_after
+        );
+        self.join(current, next, new, shape)
+            .map_err(|e| {
+                e.context(format!(
+                    "the new machines exist (terraform applied {} groups) but the cluster does \
+                     not use them yet and did not change: fix this and run the same change \
+                     again (the plan will be empty), or `cloudbft place --scale-groups {} \
+                     --terraform-dir {} --apply` to remove them",
+                    applied.groups_after,
+                    current.groups.len(),
+                    self.terraform.dir().display()
+                ))
+            })
             .context(NeedsOperator)
     }
 
