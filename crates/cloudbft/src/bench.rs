@@ -2,6 +2,7 @@
 //! cluster; prints throughput and latency percentiles and can write them as JSON and an SVG
 //! latency CDF.
 
+use crate::cpu::CpuSnapshot;
 use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use anyhow::{bail, Context, Result};
@@ -71,6 +72,8 @@ pub struct Report {
     pub latency_ms: Percentiles,
     pub retransmissions: u64,
     pub errors: u64,
+    /// CPU time of every process of the run (cluster and load driver) per measured operation.
+    pub cpu: crate::cpu::CpuPerOperation,
     pub machine: String,
 }
 
@@ -143,7 +146,14 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     )?;
     eprintln!("cluster up in {}", dir.display());
     let runtime = tokio::runtime::Runtime::new()?;
-    let report = runtime.block_on(drive(&args, cluster.cluster.clone(), &dir, partitions))?;
+    let pids = cluster.pids();
+    let report = runtime.block_on(drive(
+        &args,
+        cluster.cluster.clone(),
+        &dir,
+        partitions,
+        pids,
+    ))?;
     drop(cluster);
     if args.data_dir.is_none() {
         // A temporary cluster is only kept while it runs (its logs help when a run fails).
@@ -178,6 +188,7 @@ async fn drive(
     cluster: proto::config::Cluster,
     dir: &std::path::Path,
     partitions: u32,
+    pids: Vec<(String, u32)>,
 ) -> Result<Report> {
     let endpoint = cluster
         .config
@@ -216,6 +227,12 @@ async fn drive(
     let warmup_end = Instant::now() + Duration::from_secs(args.warmup_secs);
     let end = warmup_end + Duration::from_secs(args.duration_secs);
     let done = Arc::new(AtomicU64::new(0));
+    let cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(warmup_end.into()).await;
+        let before = CpuSnapshot::take(&pids);
+        tokio::time::sleep_until(end.into()).await;
+        (before, CpuSnapshot::take(&pids))
+    });
     let mut tasks = Vec::new();
     for c in 0..args.clients {
         let client = client.clone();
@@ -291,6 +308,7 @@ async fn drive(
         retransmissions += r;
     }
     progress.abort();
+    let (cpu_before, cpu_after) = cpu.await?;
     client.shutdown().await;
     if let Some(path) = &args.json {
         crate::report::write_cdf(
@@ -300,6 +318,7 @@ async fn drive(
         )?;
     }
     let operations = histogram.len();
+    let cpu = cpu_before.per_operation(&cpu_after, operations);
     Ok(Report {
         application: args.application.clone(),
         f: args.shape.f,
@@ -315,6 +334,7 @@ async fn drive(
         latency_ms: Percentiles::of(&histogram),
         retransmissions,
         errors,
+        cpu,
         machine: machine(),
     })
 }
@@ -339,4 +359,5 @@ fn print_report(r: &Report) {
         r.errors,
         r.machine
     );
+    println!("{}", r.cpu.line());
 }

@@ -3,6 +3,7 @@
 mod autoscale;
 mod bench;
 mod cloud_provider;
+mod cpu;
 mod demo;
 mod elastic;
 mod gateway_cmd;

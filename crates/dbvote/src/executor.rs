@@ -26,6 +26,7 @@
 //! SQLite has one writer at a time anyway: a transaction starts with `BEGIN IMMEDIATE`, and
 //! writers of this process queue on an async mutex instead of SQLite's busy-wait.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,6 +167,57 @@ struct Plan {
     positions: Vec<(PartitionId, u64)>,
     positions_bytes: Vec<u8>,
     operation_hash: Vec<u8>,
+}
+
+/// The progress of the partitions one transaction has locked, as that transaction sees it:
+/// what it read, moved forward by the executions it ran. The writes are deferred to
+/// [`Executor::flush_progress`], before any new read and before the commit, so a chain of n
+/// executions on one partition costs one progress read and one update instead of n each, with
+/// progress and effects still in the same transaction.
+#[derive(Default)]
+struct TxProgress {
+    /// Partition → (last_seq as read from the database, progress now).
+    known: BTreeMap<PartitionId, (u64, PartitionProgress)>,
+}
+
+impl TxProgress {
+    /// The plan's partitions' progress, if this transaction knows every one of them.
+    fn rows(&self, plan: &Plan) -> Option<Vec<PartitionProgress>> {
+        plan.positions
+            .iter()
+            .map(|(p, _)| self.known.get(p).map(|(_, now)| *now))
+            .collect()
+    }
+
+    /// Progress just read from the database (no moves pending for these partitions).
+    fn learn(&mut self, rows: &[PartitionProgress]) {
+        for row in rows {
+            self.known.insert(row.partition, (row.last_seq, *row));
+        }
+    }
+
+    /// The plan executed: each of its partitions is now at its position, by its order.
+    fn advance(&mut self, plan: &Plan) {
+        for &(partition, seq) in &plan.positions {
+            if let Some((_, now)) = self.known.get_mut(&partition) {
+                now.last_seq = seq;
+                now.last_order = plan.order;
+            }
+        }
+    }
+
+    /// The partitions moved since they were read or last written: (partition, last_seq in
+    /// the database, progress now). Afterwards the database holds what this transaction sees.
+    fn take_moved(&mut self) -> Vec<(PartitionId, u64, PartitionProgress)> {
+        let mut moved = Vec::new();
+        for (&partition, (found, now)) in &mut self.known {
+            if *found != now.last_seq {
+                moved.push((partition, *found, *now));
+                *found = now.last_seq;
+            }
+        }
+        moved
+    }
 }
 
 /// How an execution relates to the current progress of its partitions.
@@ -447,13 +499,23 @@ impl<A: Application> Executor<A> {
             .await
             .map_err(self.sql("beginning an execution"))?;
         let mut outcomes = Vec::with_capacity(plans.len());
+        let mut progress = TxProgress::default();
         for (plan, execution) in plans.iter().zip(executions) {
             // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
             // of the same order may have held the locks, and only statements after the lock see
             // its commit. When every position is the next one, this order cannot have run at
             // these positions; that it ran at others shows when its result is stored (primary
-            // key).
-            let rows = self.read_progress(&mut tx, plan, true).await?;
+            // key). Partitions this transaction already locked and moved need no new read.
+            let rows = match progress.rows(plan) {
+                Some(rows) => rows,
+                None => {
+                    self.flush_progress(&mut tx, &mut progress, plan.order)
+                        .await?;
+                    let rows = self.read_progress(&mut tx, plan, true).await?;
+                    progress.learn(&rows);
+                    rows
+                }
+            };
             let locked = readiness(&rows, plan);
             if !matches!(locked, Readiness::Ready) {
                 if let Some(outcome) = self.stored_outcome(&mut tx, plan).await? {
@@ -485,7 +547,7 @@ impl<A: Application> Executor<A> {
                     url: self.inner.url.clone(),
                     source,
                 })?;
-            self.record(&mut tx, plan).await?;
+            progress.advance(plan);
             let stored = sqlx::query(bk::INSERT_RESULT)
                 .bind(self.signed(plan.order, plan.order, "order id")?)
                 .bind(plan.positions_bytes.as_slice())
@@ -504,22 +566,32 @@ impl<A: Application> Executor<A> {
             debug!(order = plan.order, positions = ?plan.positions, "executed");
             outcomes.push(Outcome::Executed(result));
         }
+        if let Some(last) = plans.last() {
+            self.flush_progress(&mut tx, &mut progress, last.order)
+                .await?;
+        }
         tx.commit()
             .await
             .map_err(self.sql("committing an execution"))?;
         Ok(outcomes)
     }
 
-    /// Moves every partition of the execution to its position, checking that each was exactly
-    /// one behind (the rows are locked, so anything else means a writer bypassed the locks).
-    async fn record(&self, tx: &mut AnyConnection, plan: &Plan) -> Result<(), DbError> {
-        let order = self.signed(plan.order, plan.order, "order id")?;
-        for &(partition, seq) in &plan.positions {
+    /// Writes the progress this transaction moved (one UPDATE per partition, however many
+    /// executions moved it), checking that each partition was still where the transaction found
+    /// it (the rows are locked, so anything else means a writer bypassed the locks). `order`
+    /// names the execution in errors.
+    async fn flush_progress(
+        &self,
+        tx: &mut AnyConnection,
+        progress: &mut TxProgress,
+        order: u64,
+    ) -> Result<(), DbError> {
+        for (partition, found, now) in progress.take_moved() {
             let updated = sqlx::query(bk::UPDATE_PROGRESS)
-                .bind(self.signed(seq, plan.order, "sequence number")?)
-                .bind(order)
+                .bind(self.signed(now.last_seq, order, "sequence number")?)
+                .bind(self.signed(now.last_order, order, "order id")?)
                 .bind(i64::from(partition))
-                .bind(self.signed(seq - 1, plan.order, "sequence number")?)
+                .bind(self.signed(found, order, "sequence number")?)
                 .execute(&mut *tx)
                 .await
                 .map_err(self.sql("recording the progress"))?

@@ -30,7 +30,7 @@ fn book(clients: u64) -> OrderBook {
         reconfigure: None,
     };
     let mut book = OrderBook::new(&cluster);
-    book.order(&cluster, &BytesArePartitions, &prepare);
+    book.order(&cluster, &BytesArePartitions, &prepare, &|_| false);
     book
 }
 

@@ -756,7 +756,12 @@ impl ReplicaCore {
             }
         }
         let was_closed = self.book.is_closed();
-        let ordered = self.book.order(&self.cluster, self.rule.as_ref(), prepare);
+        // A request waiting here was checked when it arrived from its client.
+        let waiting = &self.waiting;
+        let verified = |r: &Request| waiting.get(&r.client).is_some_and(|w| w.request == *r);
+        let ordered = self
+            .book
+            .order(&self.cluster, self.rule.as_ref(), prepare, &verified);
         if !was_closed && self.book.is_closed() && self.reconfiguration.is_none() {
             self.reconfiguration = prepare
                 .reconfigure

@@ -179,15 +179,14 @@ async fn run_app<A: Application>(
                 Ok((results, took)) => {
                     Metrics::observe(&metrics.execution_seconds, took);
                     metrics.batch_size.observe(batch.len() as f64);
-                    let mut actions = Vec::new();
-                    for (execution, result) in batch.iter().zip(results) {
-                        metrics.executions.inc();
-                        if execution.order > metrics.highest_order.get() {
-                            metrics.highest_order.set(execution.order);
+                    metrics.executions.inc_by(batch.len() as u64);
+                    if let Some(last) = batch.iter().map(|e| e.order).max() {
+                        if last > metrics.highest_order.get() {
+                            metrics.highest_order.set(last);
                         }
-                        actions.extend(voter.executed(execution.order, result));
                     }
-                    actions
+                    let orders = batch.iter().map(|e| e.order);
+                    voter.executed_all(orders.zip(results).collect())
                 }
                 Err(why) => {
                     let orders: Vec<u64> = batch.iter().map(|e| e.order).collect();

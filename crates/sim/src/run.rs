@@ -1543,10 +1543,8 @@ impl World {
                     let Some(d) = self.voters.get_mut(&id) else {
                         return;
                     };
-                    for e in batch {
-                        let result = d.db.execute(&e);
-                        queue.extend(d.voter.executed(e.order, result));
-                    }
+                    let results = batch.iter().map(|e| (e.order, d.db.execute(e))).collect();
+                    queue.extend(d.voter.executed_all(results));
                 }
                 VoterAction::Reply { group, mut reply } => {
                     if self.faulty(Fault::WrongResult(id)) {

@@ -6,7 +6,10 @@
 
 use proto::config::{Cluster, ClusterConfig};
 use proto::SigningKey;
-use proto::{ClientId, ConfigEpoch, ConfigRequest, Configure, Envelope, Message, Signature};
+use proto::{
+    ClientId, ConfigEpoch, ConfigRequest, Configure, Envelope, GroupId, Message, PartitionId,
+    Signature,
+};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -20,8 +23,8 @@ const ASK_EVERY: Duration = Duration::from_secs(1);
 struct Known {
     current: Arc<Cluster>,
     earlier: BTreeMap<u64, Arc<Cluster>>,
-    /// Every primary candidate, then every replica, of the current epoch.
-    destinations: Vec<SocketAddr>,
+    /// The current epoch's primary candidates and each group's replicas.
+    destinations: Destinations,
     asked: Option<Instant>,
 }
 
@@ -44,7 +47,7 @@ pub(crate) struct Configs {
 impl Configs {
     pub(crate) fn new(
         cluster: Arc<Cluster>,
-        destinations: Vec<SocketAddr>,
+        destinations: Destinations,
         asker: (ClientId, Arc<SigningKey>),
     ) -> Configs {
         Configs {
@@ -78,9 +81,15 @@ impl Configs {
         })
     }
 
-    /// Where requests go now.
-    pub(crate) fn destinations(&self) -> Vec<SocketAddr> {
-        self.read(|k| k.destinations.clone())
+    /// Where a request declaring `partitions` goes now: every primary candidate and the
+    /// replicas of the group that serves its first partition, which orders and executes it.
+    /// Other groups' replicas would only check its signature for nothing (with G groups that
+    /// multiplied the request path's costliest step by G).
+    pub(crate) fn destinations(&self, partitions: &[PartitionId]) -> Vec<SocketAddr> {
+        self.read(|k| {
+            let group = partitions.first().and_then(|&p| k.current.group_of(p));
+            k.destinations.of_group(group)
+        })
     }
 
     /// Where retransmissions go: the current nodes and those of the earlier epochs kept. A
@@ -89,9 +98,9 @@ impl Configs {
     /// protocol.md "Reconfiguration"); in the new epoch it is a duplicate.
     pub(crate) fn retransmit_destinations(&self) -> Vec<SocketAddr> {
         self.read(|k| {
-            let mut out = k.destinations.clone();
+            let mut out = k.destinations.all();
             for earlier in k.earlier.values() {
-                for addr in destinations(earlier) {
+                for addr in destinations(earlier).all() {
                     if !out.contains(&addr) {
                         out.push(addr);
                     }
@@ -153,26 +162,89 @@ impl Configs {
         }
         .sign(key);
         let frame = Envelope::encode(&Message::ConfigRequest(request));
-        Some((frame, known.destinations.clone()))
+        Some((frame, known.destinations.all()))
     }
 }
 
-/// Every primary candidate, then every replica (configured addresses are IP:port; one that is
-/// not is skipped, the configuration's own check names it).
-pub(crate) fn destinations(cluster: &Cluster) -> Vec<SocketAddr> {
-    let mut out = Vec::new();
-    let c = &cluster.config;
-    let addrs = c
-        .primaries
-        .iter()
-        .map(|p| &p.addr)
-        .chain(c.replicas.iter().map(|r| &r.addr));
-    for addr in addrs {
-        if let Ok(addr) = addr.parse::<SocketAddr>() {
-            if !out.contains(&addr) {
-                out.push(addr);
+/// Where a configuration's nodes listen: the primary candidates and each group's replicas.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Destinations {
+    primaries: Vec<SocketAddr>,
+    groups: BTreeMap<GroupId, Vec<SocketAddr>>,
+}
+
+impl Destinations {
+    pub(crate) fn add_primary(&mut self, addr: SocketAddr) {
+        if !self.primaries.contains(&addr) {
+            self.primaries.push(addr);
+        }
+    }
+
+    pub(crate) fn add_replica(&mut self, group: GroupId, addr: SocketAddr) {
+        let members = self.groups.entry(group).or_default();
+        if !members.contains(&addr) {
+            members.push(addr);
+        }
+    }
+
+    /// Every primary candidate, then every replica.
+    pub(crate) fn all(&self) -> Vec<SocketAddr> {
+        self.of_group(None)
+    }
+
+    /// Every primary candidate, then the replicas of `group` (of every group if None or if
+    /// the configuration has no such group: the nodes then refuse the request themselves).
+    pub(crate) fn of_group(&self, group: Option<GroupId>) -> Vec<SocketAddr> {
+        let mut out = self.primaries.clone();
+        let chosen: Vec<&Vec<SocketAddr>> = match group.and_then(|g| self.groups.get(&g)) {
+            Some(members) => vec![members],
+            None => self.groups.values().collect(),
+        };
+        for addr in chosen.into_iter().flatten() {
+            if !out.contains(addr) {
+                out.push(*addr);
             }
+        }
+        out
+    }
+}
+
+/// The destinations of `cluster` (configured addresses are IP:port; one that is not is
+/// skipped, the configuration's own check names it).
+pub(crate) fn destinations(cluster: &Cluster) -> Destinations {
+    let mut out = Destinations::default();
+    let c = &cluster.config;
+    for addr in c.primaries.iter().filter_map(|p| p.addr.parse().ok()) {
+        out.add_primary(addr);
+    }
+    for r in &c.replicas {
+        if let Ok(addr) = r.addr.parse() {
+            out.add_replica(GroupId(r.group), addr);
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_goes_to_the_candidates_and_its_own_groups_replicas() {
+        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let mut d = Destinations::default();
+        d.add_primary(addr(1));
+        d.add_primary(addr(2));
+        for (group, port) in [(0, 10), (0, 11), (1, 20), (1, 21), (0, 10)] {
+            d.add_replica(GroupId(group), addr(port));
+        }
+        assert_eq!(d.of_group(Some(GroupId(1))), [1, 2, 20, 21].map(addr));
+        assert_eq!(d.of_group(Some(GroupId(0))), [1, 2, 10, 11].map(addr));
+        // No such group (the nodes refuse the request themselves), or every node.
+        assert_eq!(
+            d.of_group(Some(GroupId(7))),
+            [1, 2, 10, 11, 20, 21].map(addr)
+        );
+        assert_eq!(d.all(), [1, 2, 10, 11, 20, 21].map(addr));
+    }
 }

@@ -269,6 +269,7 @@ impl ClientEndpoint {
             return Err(ClientError::Closed);
         }
         let client = lease.client();
+        let partitions_sent = partitions.clone();
         let request = Request::signed(client, timestamp, partitions, operation, lease.key());
         let frame = Envelope::encode(&Message::Request(request));
         let max = inner.transport.config().max_frame;
@@ -279,7 +280,7 @@ impl ClientEndpoint {
             });
         }
         recorder.sent();
-        self.broadcast(&frame);
+        self.broadcast(&frame, &partitions_sent);
         tracing::trace!(%client, timestamp, "request sent");
 
         let mut tally = Tally::new(client, timestamp, shared.configs.current().config.f);
@@ -346,11 +347,12 @@ impl ClientEndpoint {
         }
     }
 
-    /// Sends to every primary candidate (the current view's orders the request) and to every
-    /// group replica (which re-send a cached reply when the request is a retransmission, and
-    /// start the timer that replaces a primary that does not order it).
-    fn broadcast(&self, frame: &[u8]) {
-        for to in self.inner.shared.configs.destinations() {
+    /// Sends to every primary candidate (the current view's orders the request) and to the
+    /// replicas of the group serving its first partition (which re-send a cached reply when the
+    /// request is a retransmission, and start the timer that replaces a primary that does not
+    /// order it). Retransmissions go to every node of the recent epochs.
+    fn broadcast(&self, frame: &[u8], partitions: &[PartitionId]) {
+        for to in self.inner.shared.configs.destinations(partitions) {
             self.inner.transport.send(to, frame.to_vec());
         }
     }
@@ -445,22 +447,18 @@ async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
     }
 }
 
-/// Every primary candidate, then every replica. Sending to every candidate follows view changes
-/// without tracking them: only the current view's primary orders (the others drop the request
-/// before any signature check), and a candidate that becomes primary sees the retransmissions.
-async fn destinations(cluster: &Cluster) -> Result<Vec<SocketAddr>, ClientError> {
-    let mut out = Vec::new();
+/// Every primary candidate and every group's replicas. Sending to every candidate follows view
+/// changes without tracking them: only the current view's primary orders (the others drop the
+/// request before any signature check), and a candidate that becomes primary sees the
+/// retransmissions.
+async fn destinations(cluster: &Cluster) -> Result<configs::Destinations, ClientError> {
+    let mut out = configs::Destinations::default();
     for primary in &cluster.config.primaries {
-        let addr = resolve(format!("primary {}.addr", primary.id), &primary.addr).await?;
-        if !out.contains(&addr) {
-            out.push(addr);
-        }
+        out.add_primary(resolve(format!("primary {}.addr", primary.id), &primary.addr).await?);
     }
     for replica in &cluster.config.replicas {
         let addr = resolve(format!("replica {}.addr", replica.id), &replica.addr).await?;
-        if !out.contains(&addr) {
-            out.push(addr);
-        }
+        out.add_replica(GroupId(replica.group), addr);
     }
     Ok(out)
 }

@@ -8,7 +8,7 @@ use client_plugin::gateway::Refusal;
 use client_plugin::{ClientOptions, Gateway, GatewayLimits, GatewayMetrics};
 use proto::Request;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -226,14 +226,10 @@ async fn requests_beyond_the_concurrency_limit_are_shed_at_once() {
         stats.requests_sent == 1
     })
     .await;
-    let started = Instant::now();
+    // Refused, not queued: a queued request would have waited for the first and then timed out
+    // itself (504).
     let shed = post(at, "/bank/balance", "branch=0&number=2").await;
     assert_eq!(shed.status, 503, "{}", shed.text());
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
     assert!(shed.text().contains("busy"));
     assert_eq!(waiting.await.unwrap().status, 504);
     assert_eq!(metrics.refused_total(Refusal::Overloaded), 1);
@@ -277,10 +273,10 @@ async fn slowloris_connections_time_out_and_one_client_cannot_take_every_connect
 
     // Trickling more header bytes does not keep a connection: the timeout covers the whole
     // header block.
-    let started = Instant::now();
     for stream in &mut held {
         let _ = stream.write_all(b"X-Slow: 1\r\n").await;
     }
+    // Closed by the header timeout (counted below), not by the test's own patience.
     for mut stream in held {
         let mut rest = Vec::new();
         tokio::time::timeout(WAIT, stream.read_to_end(&mut rest))
@@ -288,11 +284,6 @@ async fn slowloris_connections_time_out_and_one_client_cannot_take_every_connect
             .expect("the gateway closes a slow connection")
             .ok();
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(g.metrics.refused_total(Refusal::HeaderTimeout), 4);
     assert_eq!(g.metrics.refused_total(Refusal::Connections), 1);
     // Their slots are free again.

@@ -640,5 +640,40 @@ pub async fn batches_chain_and_are_atomic(kind: Kind) {
         "the batch left writes"
     );
     assert_eq!(exec.progress().await.unwrap(), progress);
+
+    // Both partitions move in one batch; a transfer between them follows (their progress as
+    // this transaction moved it), then one that is not ready and one that runs after it.
+    let transfer = BankOp::Transfer {
+        from: (0, 0),
+        to: (1, 0),
+        cents: 10,
+    };
+    let mixed = [
+        single(4, 0, 4, &deposit_op(0, 0, 1)),
+        single(5, 1, 1, &open_op(1, 0, 50)),
+        Execution {
+            order: 6,
+            positions: vec![(0, 5), (1, 2)],
+            operation: transfer.encode(),
+        },
+        single(9, 1, 5, &deposit_op(1, 0, 1)),
+        single(7, 0, 6, &deposit_op(0, 0, 2)),
+    ];
+    let outcomes = exec.execute_batch(&mixed).await.unwrap();
+    assert!(
+        matches!(&outcomes[3], Outcome::NotReady { gaps } if gaps.len() == 1),
+        "{:?}",
+        outcomes[3]
+    );
+    let balances: Vec<BankResult> = [0, 1, 2, 4]
+        .into_iter()
+        .map(|i| executed(outcomes[i].clone()))
+        .collect();
+    assert_eq!(
+        balances,
+        vec![ok(113), ok(50), executed(outcomes[2].clone()), ok(105)]
+    );
+    let after = exec.progress().await.unwrap();
+    assert_eq!((after.last_seq(0), after.last_seq(1)), (Some(6), Some(2)));
     exec.close().await;
 }
