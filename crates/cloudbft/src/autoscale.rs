@@ -3,8 +3,12 @@
 //! takes the p95 of the requests completed since the last reading, and lets
 //! `placement::scaler` decide the group count; a change runs as an operator reconfiguration
 //! through a provider (crate::reconfigure_cmd). Every decision is logged with the numbers
-//! behind it, appended to a JSON-lines file and exported as metrics.
+//! behind it, appended to a JSON-lines file and exported as metrics. A failed change is tried
+//! again at a later decision, except a provider failure marked
+//! [`NeedsOperator`](crate::provider::NeedsOperator) (Terraform failed, or a new machine did
+//! not come up): then the autoscaler stops with the error.
 
+use crate::provider::NeedsOperator;
 use crate::reconfigure_cmd::{self, OperatorArgs};
 use crate::reshape::{self, Spares};
 use anyhow::{Context, Result};
@@ -213,6 +217,8 @@ pub fn run(args: &AutoscaleArgs, stop: &AtomicBool, report: &mut dyn FnMut(&Reco
             Duration::from_millis(100).min(next.saturating_duration_since(Instant::now())),
         );
         let mut outcome = None;
+        // A provider failure that needs the operator: recorded, then the autoscaler stops.
+        let mut fatal = None;
         if let Ok((groups, result)) = done.try_recv() {
             scaler.finished(started.elapsed());
             outcome = Some(match result {
@@ -226,7 +232,11 @@ pub fn run(args: &AutoscaleArgs, stop: &AtomicBool, report: &mut dyn FnMut(&Reco
                 }
                 Err(e) => {
                     exported.failures.inc();
-                    format!("the reconfiguration failed: {e:#}")
+                    let text = format!("the reconfiguration failed: {e:#}");
+                    if e.downcast_ref::<NeedsOperator>().is_some() {
+                        fatal = Some(e);
+                    }
+                    text
                 }
             });
         }
@@ -272,6 +282,13 @@ pub fn run(args: &AutoscaleArgs, stop: &AtomicBool, report: &mut dyn FnMut(&Reco
         };
         writeln!(decisions, "{}", serde_json::to_string(&record)?)?;
         report(&record);
+        if let Some(e) = fatal {
+            return Err(e.context(format!(
+                "the autoscaler stopped with {groups} group(s) serving: a failure of the \
+                 machines' provider needs the operator (the cloud and the cluster may \
+                 disagree); start it again once resolved"
+            )));
+        }
         if reading && decision.changes(&sample) {
             scaler.started();
             let (operator, target, tx) = (args.operator.clone(), decision.groups, done_tx.clone());

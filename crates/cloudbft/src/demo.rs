@@ -152,14 +152,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let scaling = Arc::new(AtomicBool::new(false));
     let scaler = args.autoscale.then(|| {
         let auto = crate::autoscale::AutoscaleArgs {
-            operator: crate::reconfigure_cmd::OperatorArgs {
-                config: config.clone(),
-                operator_key: None,
-                spares: None,
-                listen: "127.0.0.1:0".parse().expect("an address"),
-                dry_run: false,
-                provider: crate::reconfigure_cmd::ProviderKind::Local,
-            },
+            operator: crate::reconfigure_cmd::OperatorArgs::local(config.clone()),
             policy: args.policy.clone(),
             sources: vec![args.gateway_addr],
             metrics: None,

@@ -9,7 +9,7 @@ use crate::bench::{empty_databases, machine, work_dir};
 use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use crate::nodes::PageArgs;
-use crate::reconfigure_cmd::{OperatorArgs, ProviderKind};
+use crate::reconfigure_cmd::OperatorArgs;
 use crate::report::{write_timeline, Panel};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -250,14 +250,7 @@ async fn drive(
     let decisions: Arc<Mutex<Vec<Record>>> = Arc::default();
     let scaler = args.autoscale.then(|| {
         let auto = AutoscaleArgs {
-            operator: OperatorArgs {
-                config: config.to_path_buf(),
-                operator_key: None,
-                spares: None,
-                listen: "127.0.0.1:0".parse().expect("an address"),
-                dry_run: false,
-                provider: ProviderKind::Local,
-            },
+            operator: OperatorArgs::local(config.to_path_buf()),
             policy: args.policy.clone(),
             sources: vec![metrics_addr],
             metrics: None,

@@ -2,6 +2,7 @@
 
 mod autoscale;
 mod bench;
+mod cloud_provider;
 mod cpu;
 mod demo;
 mod elastic;

@@ -87,7 +87,8 @@ pub fn place(args: PlaceArgs) -> Result<()> {
     }
     if let Some(groups) = args.scale_groups {
         let dir = args.terraform_dir.as_deref().expect("clap requires it");
-        let scale = crate::terraform::scale_groups(dir, groups, args.apply)?;
+        let scale =
+            crate::terraform::scale_groups(Path::new("terraform"), dir, groups, args.apply)?;
         print!("{scale}");
         return Ok(());
     }
@@ -466,31 +467,18 @@ fn check(args: &PlaceArgs, path: &Path) -> Result<()> {
     )
 }
 
-/// One node of `terraform output -json nodes`.
-#[derive(Deserialize)]
-struct TfNode {
-    id: u32,
-    address: String,
-    machine: String,
-}
-
 /// Writes the address (host part; the port stays) and machine of every node in `addresses`
 /// (`terraform output -json nodes`) into the configuration at `config`. Returns how many
 /// nodes changed.
 fn apply_addresses(addresses: &Path, config: &Path) -> Result<usize> {
     let text = fs::read_to_string(addresses)
         .with_context(|| format!("reading {}", addresses.display()))?;
-    let nodes: BTreeMap<String, TfNode> = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "parsing {} (expected the output of `terraform output -json nodes`)",
-            addresses.display()
-        )
-    })?;
+    let by_id = crate::terraform::parse_nodes(&text)
+        .with_context(|| format!("parsing {}", addresses.display()))?;
     let text =
         fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let mut cluster: ClusterConfig =
         toml::from_str(&text).with_context(|| format!("parsing {}", config.display()))?;
-    let by_id: BTreeMap<u32, &TfNode> = nodes.values().map(|n| (n.id, n)).collect();
     let mut changed = 0;
     let mut seen = BTreeSet::new();
     let mut update = |id: u32, addr: &mut String, machine: &mut String| -> Result<()> {
@@ -659,7 +647,13 @@ mod tests {
                 let line = line
                     .replace("${NODE_ID}", "101")
                     .replace("${METRICS_ADDR}", "0.0.0.0:9100")
-                    .replace("${GATEWAY_LISTEN}", "0.0.0.0:8080");
+                    .replace("${GATEWAY_LISTEN}", "0.0.0.0:8080")
+                    .replace(
+                        "$REPLICA_ARGS",
+                        crate::cloud_provider::REPLICA_ENV
+                            .trim()
+                            .trim_start_matches("REPLICA_ARGS="),
+                    );
                 let mut words: Vec<&str> = line.split_whitespace().collect();
                 assert_eq!(words[0], "/usr/local/bin/cloudbft", "{}", path.display());
                 words[0] = "cloudbft";

@@ -1,6 +1,8 @@
 //! Where a new group's replicas come from: VMs started for them, with their USIG identities,
-//! before the operator's RECONFIGURE names them. The autoscaler and the operator's commands
-//! use the same interface; the Terraform deploy adds a cloud provider.
+//! before the operator's RECONFIGURE names them, and where a removed group's machines go after
+//! it. The autoscaler and the operator's commands use the same interface: local processes
+//! ([`LocalProvider`]), replicas started by hand ([`ManualProvider`]), or machines of a
+//! Terraform deployment (crate::cloud_provider).
 
 use anyhow::{bail, Context, Result};
 use proto::config::{ClusterConfig, ReplicaConfig};
@@ -13,12 +15,44 @@ use std::time::{Duration, Instant};
 /// How long a new replica may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Starts the machines (VMs) of new replicas.
+/// Starts the machines (VMs) of new replicas, and releases those of removed ones.
 pub trait Provider {
     /// Readies the replicas `new` of the next configuration `next` (their USIG epochs pinned in
-    /// `next`) and starts them with the next configuration's shape, written to `shape`, where
-    /// they wait for the operator's CONFIGURE.
-    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()>;
+    /// `next`, and whatever the machines decide: address, machine, enrollment) and starts them
+    /// with the next configuration's shape, written to `shape`, where they wait for the
+    /// operator's CONFIGURE. `current` is the configuration that runs now. An error leaves the
+    /// cluster as it is: nothing has been sent to it.
+    fn start(
+        &mut self,
+        current: &ClusterConfig,
+        next: &mut ClusterConfig,
+        new: &[u32],
+        shape: &Path,
+    ) -> Result<()>;
+
+    /// Before a reconfiguration that removes replicas (those of `current` not in `next`):
+    /// checks that their machines can be released afterwards. An error leaves the cluster as
+    /// it is. Nothing to do by default: removed replicas stop by themselves.
+    fn prepare_release(&mut self, _current: &ClusterConfig, _next: &ClusterConfig) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the reconfiguration to `config`: releases the machines prepared above.
+    fn release(&mut self, _config: &ClusterConfig) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Marks a provider's failure that needs the operator (the cloud and the cluster may
+/// disagree, or a machine did not come up): the autoscaler stops on it instead of trying
+/// again (`anyhow::Error::downcast_ref::<NeedsOperator>()` finds it in the chain).
+#[derive(Debug)]
+pub struct NeedsOperator;
+
+impl std::fmt::Display for NeedsOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the machines' provider failed")
+    }
 }
 
 /// New replicas as processes on this machine, next to a cluster started by `cloudbft demo`:
@@ -54,7 +88,13 @@ impl LocalProvider {
 }
 
 impl Provider for LocalProvider {
-    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()> {
+    fn start(
+        &mut self,
+        _current: &ClusterConfig,
+        next: &mut ClusterConfig,
+        new: &[u32],
+        shape: &Path,
+    ) -> Result<()> {
         for r in next.replicas.iter_mut().filter(|r| new.contains(&r.id)) {
             pin_epoch(&self.dir, r)?;
         }
@@ -109,7 +149,13 @@ impl Provider for LocalProvider {
 pub struct ManualProvider;
 
 impl Provider for ManualProvider {
-    fn start(&mut self, next: &mut ClusterConfig, new: &[u32], shape: &Path) -> Result<()> {
+    fn start(
+        &mut self,
+        _current: &ClusterConfig,
+        next: &mut ClusterConfig,
+        new: &[u32],
+        shape: &Path,
+    ) -> Result<()> {
         std::fs::write(shape, toml::to_string(next)?)
             .with_context(|| format!("writing {}", shape.display()))?;
         let members: Vec<&ReplicaConfig> = next
@@ -180,7 +226,7 @@ fn wait_free(name: &str, addr: SocketAddr) -> Result<()> {
     Ok(())
 }
 
-fn wait_listening(name: &str, addr: SocketAddr) -> Result<()> {
+pub(crate) fn wait_listening(name: &str, addr: SocketAddr) -> Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if Instant::now() > deadline {

@@ -1,12 +1,15 @@
 //! The operator's commands against a running cluster (docs/operations.md, "Scaling"):
 //! `cloudbft scale --groups N`, `cloudbft group add|remove`, `cloudbft partition move`. Each
 //! computes the next configuration, prints the plan (`--dry-run` stops there), starts the new
-//! replicas through a provider, and runs the reconfiguration (crate::operator).
+//! replicas through a provider, runs the reconfiguration (crate::operator), and lets the
+//! provider release removed replicas' machines.
 
+use crate::cloud_provider::TerraformProvider;
 use crate::keygen::SPARES;
 use crate::operator::{Operator, Outcome};
 use crate::provider::{LocalProvider, ManualProvider, Provider};
 use crate::reshape::{self, Spares};
+use crate::terraform::Terraform;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use proto::config::{Cluster, ClusterConfig};
@@ -32,19 +35,71 @@ pub struct OperatorArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Who starts new replicas: `local` processes next to a `cloudbft demo`, or `manual` (the
-    /// command prints what to start and waits for them).
+    /// Who starts new replicas: `local` processes next to a `cloudbft demo`, `manual` (the
+    /// command prints what to start and waits for them), or `terraform` (machines of a
+    /// Terraform deployment: --terraform-dir, --machine-hook).
     #[arg(long, value_enum, default_value_t = ProviderKind::Local)]
     pub provider: ProviderKind,
+    /// With --provider terraform: the deployment's Terraform root module, initialised, where
+    /// `cloudbft place --tfvars` wrote cloudbft.auto.tfvars.json.
+    #[arg(long, required_if_eq("provider", "terraform"))]
+    pub terraform_dir: Option<PathBuf>,
+    /// With --provider terraform: the program run as terraform.
+    #[arg(long, default_value = "terraform")]
+    pub terraform_cmd: PathBuf,
+    /// With --provider terraform: the program that enrolls a new machine's TPM (`HOOK enroll
+    /// ID ADDRESS MACHINE`) and installs its node (`HOOK install ID ADDRESS MACHINE BUNDLE`);
+    /// deploy/terraform/machine-hook-ssh.sh does both over ssh.
+    #[arg(long, required_if_eq("provider", "terraform"))]
+    pub machine_hook: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProviderKind {
     Local,
     Manual,
+    Terraform,
 }
 
 impl OperatorArgs {
+    /// The arguments for a cluster started by `cloudbft demo` (or `elastic`) with
+    /// configuration `config`: its operator key and spares, local processes.
+    pub fn local(config: PathBuf) -> OperatorArgs {
+        OperatorArgs {
+            config,
+            operator_key: None,
+            spares: None,
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            dry_run: false,
+            provider: ProviderKind::Local,
+            terraform_dir: None,
+            terraform_cmd: PathBuf::from("terraform"),
+            machine_hook: None,
+        }
+    }
+
+    fn provider(&self) -> Result<Box<dyn Provider>> {
+        Ok(match self.provider {
+            ProviderKind::Local => Box::new(LocalProvider::for_dir(&self.dir())),
+            ProviderKind::Manual => Box::new(ManualProvider),
+            ProviderKind::Terraform => {
+                let dir = self
+                    .terraform_dir
+                    .clone()
+                    .context("--provider terraform needs --terraform-dir DIR")?;
+                let hook = self
+                    .machine_hook
+                    .clone()
+                    .context("--provider terraform needs --machine-hook PROGRAM")?;
+                Box::new(TerraformProvider::new(
+                    Terraform::new(&self.terraform_cmd, dir),
+                    hook,
+                    self.dir(),
+                ))
+            }
+        })
+    }
+
     fn dir(&self) -> PathBuf {
         self.config
             .parent()
@@ -184,7 +239,8 @@ fn change(
 }
 
 /// Starts the new replicas, reconfigures, and keeps the outcome: the configuration file and
-/// the spares (removed replicas with the position their USIG sequence continues from).
+/// the spares (removed replicas with the position their USIG sequence continues from); then
+/// the provider releases the removed replicas' machines (checked before anything was sent).
 pub fn run(
     args: &OperatorArgs,
     current: &Cluster,
@@ -198,14 +254,21 @@ pub fn run(
         .map(|r| r.id)
         .filter(|id| !current.config.replicas.iter().any(|r| r.id == *id))
         .collect();
+    let removed: Vec<u32> = current
+        .config
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| !next.replicas.iter().any(|r| r.id == *id))
+        .collect();
+    let mut provider = args.provider()?;
+    if !removed.is_empty() {
+        provider.prepare_release(&current.config, &next)?;
+    }
     if !new.is_empty() {
         let shape = dir.join(format!("cluster-epoch-{}.toml", next.config_epoch));
-        let mut provider: Box<dyn Provider> = match args.provider {
-            ProviderKind::Local => Box::new(LocalProvider::for_dir(&dir)),
-            ProviderKind::Manual => Box::new(ManualProvider),
-        };
         println!("starting replicas {new:?}");
-        provider.start(&mut next, &new, &shape)?;
+        provider.start(&current.config, &mut next, &new, &shape)?;
     }
     let key_path = args
         .operator_key
@@ -232,5 +295,8 @@ pub fn run(
         }
     }
     spares.save(&args.spares_path())?;
+    if !removed.is_empty() {
+        provider.release(&outcome.config)?;
+    }
     Ok(outcome)
 }

@@ -30,6 +30,10 @@ enum UsigdCommand {
     Enroll {
         #[command(flatten)]
         target: Target,
+        /// Also print each identity's current USIG epoch (`[[usig_epoch]]` id, epoch): what the
+        /// autoscaler's Terraform provider pins as the new replica's `usig_epoch`.
+        #[arg(long)]
+        epochs: bool,
     },
 }
 
@@ -80,16 +84,41 @@ pub fn usigd(args: UsigdArgs) -> Result<()> {
             usigd.shutdown();
             Ok(())
         }
-        UsigdCommand::Enroll { target } => {
+        UsigdCommand::Enroll { target, epochs } => {
             let (config, _swtpm) = target.open()?;
             let mut backend = UsigdBackend::open(&config, false)?;
+            let mut out = MachineEnrollment::default();
             for id in config.identity_ids() {
-                let record = backend.enrollment(id)?;
-                println!("[[usig_enrollment]]\n{}", toml::to_string(&record)?);
+                out.usig_enrollment.push(backend.enrollment(id)?);
+                if epochs {
+                    out.usig_epoch.push(EpochRecord {
+                        id: id.0,
+                        epoch: backend.epoch(id)?.0,
+                    });
+                }
             }
+            print!("{}", toml::to_string(&out)?);
             Ok(())
         }
     }
+}
+
+/// What `cloudbft usigd enroll [--epochs]` prints about a machine's identities.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineEnrollment {
+    #[serde(default)]
+    pub usig_enrollment: Vec<EnrollmentRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usig_epoch: Vec<EpochRecord>,
+}
+
+/// The USIG epoch an identity warrants in (`usig_epoch` of its configuration entry).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochRecord {
+    pub id: u64,
+    pub epoch: u64,
 }
 
 #[derive(Args)]

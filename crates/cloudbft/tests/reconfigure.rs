@@ -6,8 +6,8 @@
 
 mod common;
 
-use client_plugin::client::{ClientEndpoint, ClientOptions};
-use common::{balance, db_states, invoke, Demo, PgDatabases, Ports};
+use client_plugin::client::ClientEndpoint;
+use common::{balance, db_states, invoke, load_driver_client, Demo, PgDatabases, Ports};
 use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
@@ -95,16 +95,7 @@ fn run(extra: &[&str]) {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = runtime.block_on(async {
-        let cluster = Arc::new(Cluster::load(&config).unwrap());
-        let endpoint = cluster.config.clients[1].addr.clone();
-        let client = ClientEndpoint::open(
-            cluster,
-            &data.join("keys"),
-            &endpoint,
-            ClientOptions::default(),
-        )
-        .await
-        .unwrap();
+        let client = load_driver_client(&config).await;
         for branch in 0..BRANCHES {
             for number in 0..ACCOUNTS {
                 let open = BankOp::Open {

@@ -217,3 +217,47 @@ fn configuration_errors_name_the_field_and_the_fix() {
         "{stderr}"
     );
 }
+
+/// `cloudbft usigd enroll --epochs` (what the autoscaler's Terraform provider has a new
+/// machine print) gives the records and epochs the usigd then started serves.
+#[test]
+fn enroll_prints_the_records_and_epochs_usigd_then_serves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), None);
+    let out = cloudbft()
+        .args(["usigd", "enroll", "--epochs", "--config"])
+        .arg(&config)
+        .output()
+        .expect("enroll");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: toml::Value = toml::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let mut usigd = start_usigd(&config, dir.path());
+    for (i, id) in [A, B].into_iter().enumerate() {
+        let ask = |what: &str| {
+            let out = cloudbft()
+                .args(["usig", what, "--identity", &id.0.to_string(), "--socket"])
+                .arg(socket(dir.path(), id))
+                .output()
+                .expect("usig");
+            assert!(out.status.success());
+            toml::from_str::<toml::Value>(&String::from_utf8_lossy(&out.stdout)).unwrap()
+        };
+        assert_eq!(
+            printed["usig_enrollment"][i],
+            ask("enrollment")["usig_enrollment"][0]
+        );
+        assert_eq!(
+            printed["usig_epoch"][i]["id"].as_integer(),
+            Some(id.0 as i64)
+        );
+        assert_eq!(
+            printed["usig_epoch"][i]["epoch"],
+            ask("epoch")["usig_epoch"]
+        );
+    }
+    kill9(&mut usigd);
+}

@@ -43,6 +43,13 @@ impl Epochs {
         }
     }
 
+    /// Whether the configuration this node loaded was started by the operator's CONFIGURE kept
+    /// next to it: a replica that joined its epoch with `--await-epoch` and was restarted (by
+    /// systemd, say) runs that epoch instead of waiting for a CONFIGURE sent long ago.
+    pub fn adopted(&self) -> bool {
+        self.started_by.is_some()
+    }
+
     /// The operator's CONFIGURE. If it starts the epoch we run already (a retransmission), we
     /// acknowledge it again and return `None`; otherwise we check it against the epoch it ends
     /// (`shape`: the next configuration the ordered RECONFIGURE named, if we processed it),

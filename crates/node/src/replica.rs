@@ -331,7 +331,14 @@ pub async fn run(
     } = options.node.start().await?;
     let mut epochs = Epochs::new(options.node.config_path.clone(), &shape);
     tokio::pin!(shutdown);
-    let cluster = if options.await_epoch {
+    if options.await_epoch && epochs.adopted() {
+        tracing::info!(
+            epoch = shape.epoch().0,
+            "configuration epoch {} was already adopted (a restart): running it",
+            shape.epoch().0
+        );
+    }
+    let cluster = if options.await_epoch && !epochs.adopted() {
         let node = (&peers, me, &key);
         match await_configure(
             node,

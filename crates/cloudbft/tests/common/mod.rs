@@ -167,6 +167,17 @@ impl Drop for PgDatabases {
     }
 }
 
+/// A client endpoint at the load driver's address (client endpoint 1) of the cluster whose
+/// configuration is `config` (keys in keys/ next to it).
+pub async fn load_driver_client(config: &Path) -> ClientEndpoint {
+    let cluster = std::sync::Arc::new(Cluster::load(config).unwrap());
+    let endpoint = cluster.config.clients[1].addr.clone();
+    let keys = config.parent().unwrap().join("keys");
+    ClientEndpoint::open(cluster, &keys, &endpoint, Default::default())
+        .await
+        .unwrap()
+}
+
 /// Runs a bank operation through the client library and returns the accepted page.
 pub async fn invoke(client: &ClientEndpoint, op: BankOp) -> String {
     let accepted = client
