@@ -14,6 +14,7 @@
 //! asserts what must hold across the cut.
 
 pub mod checks;
+pub mod inproc;
 pub mod model;
 pub mod net;
 pub mod operator;

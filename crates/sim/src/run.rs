@@ -1836,11 +1836,11 @@ impl PrimaryNode {
     }
 }
 
-fn rule() -> Arc<dyn PartitionRule> {
+pub(crate) fn rule() -> Arc<dyn PartitionRule> {
     Arc::new(SimRule)
 }
 
-fn replica_core(cluster: &Arc<Cluster>, id: NodeId) -> ReplicaCore {
+pub(crate) fn replica_core(cluster: &Arc<Cluster>, id: NodeId) -> ReplicaCore {
     ReplicaCore::new(
         cluster.clone(),
         rule(),

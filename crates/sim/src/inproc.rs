@@ -1,0 +1,446 @@
+//! The ordering path alone, in one process and on one thread: the view's primary
+//! ([`PrimaryCore`]), one group of 2f+1 replicas ([`ReplicaCore`]) and 2f+1 database voters
+//! ([`VoterCore`] with a trivial executor), over one in-memory FIFO queue, with closed-loop
+//! clients that send pre-signed requests.
+//!
+//! What is real: every message between nodes is encoded and decoded with [`Envelope`] as the
+//! node drivers do (a message to several nodes is encoded once, as `Peers::to_nodes` does);
+//! PREPAREs and COMMITs carry soft-USIG warrants made and checked by the cores; client requests,
+//! COMMIT-DBs, REPLY-COMMIT-DBs and REPLYs are Ed25519-signed and checked; a client sends each
+//! request to the primary and to its group's replicas, as the client library does.
+//!
+//! What is not: no network, no disk (a decision is acknowledged as persisted at once, as in the
+//! simulation), no database (a voter's executor answers each order with its number), no timer
+//! ticks (nothing is lost, so nothing needs repair), and only the view's primary gets requests
+//! (a standby candidate refuses them before any check). Warrants are made when their turn in
+//! the queue comes, as the drivers' USIG threads answer later: requests that arrive meanwhile
+//! wait at the primary and go in the next PREPARE, which is how batches form.
+//!
+//! `cargo bench -p cloudbft-sim --bench ordering` measures it; docs/performance.md has figures.
+
+use crate::run::{replica_core, rule, SimRule};
+use dbvote::voter::{VoterAction, VoterCore};
+use group::core::{Action as ReplicaAction, ReplicaCore};
+use primary::core::{Action as PrimaryAction, PrimaryCore};
+use proto::config::Cluster;
+use proto::testing::{client_key, node_key, usig, TestCluster};
+use proto::{ClientId, Envelope, GroupId, Message, NodeId, PartitionRule, Proposal, Request, View};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use usig::soft::SoftUsig;
+use usig::Usig;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub f: usize,
+    /// Partitions of the one group (the voters execute a chain per partition).
+    pub partitions: u32,
+    /// Closed-loop clients: requests in flight.
+    pub clients: u64,
+    pub requests_per_client: u64,
+    /// Most requests per PREPARE.
+    pub max_batch: usize,
+    /// Clients check the replicas' signatures on REPLYs (the gateway's work, not the ordering
+    /// path's: off in the benchmark, on in the tests).
+    pub verify_replies: bool,
+}
+
+impl Options {
+    /// f = 1, 256 requests in flight, batches of at most 64 (the primary's default).
+    pub fn standard(requests_per_client: u64) -> Self {
+        Options {
+            f: 1,
+            partitions: 4,
+            clients: 256,
+            requests_per_client,
+            max_batch: 64,
+            verify_replies: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Requests that got f+1 matching REPLYs.
+    pub completed: u64,
+    /// PREPAREs broadcast and the client requests they carried.
+    pub prepares: u64,
+    pub ordered: u64,
+    /// REPLYs that reached clients (after the run drained: every replica's).
+    pub replies: u64,
+    /// REPLYs whose page differed from the one f+1 replicas agreed on, or with a bad signature.
+    pub bad_replies: u64,
+    /// Frames a node refused or could not decode, and core refusals.
+    pub rejected: u64,
+    /// Actions of the repair, view-change and recovery paths, which a loss-free run with a
+    /// correct primary never needs.
+    pub unexpected: u64,
+    /// Per request, by (client, timestamp): the replicas whose REPLY matched the accepted page.
+    pub matching: BTreeMap<(ClientId, u64), usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Addr {
+    Primary,
+    Replica(usize),
+    Db(usize),
+    Client(usize),
+}
+
+enum Event {
+    /// An encoded envelope (shared by the receivers of a broadcast, as the driver shares a
+    /// frame encoded once).
+    Frame(Addr, Rc<[u8]>),
+    /// A node's USIG turn: warrant these bytes and hand the warrant to its core.
+    Warrant(Addr, Vec<u8>),
+}
+
+struct Client {
+    id: ClientId,
+    /// Pre-signed requests, sent in order.
+    requests: VecDeque<Request>,
+    outstanding: Option<Request>,
+    /// Replies to the outstanding request, by page.
+    votes: BTreeMap<Vec<u8>, BTreeSet<NodeId>>,
+    /// The accepted page of each request, to check the replies that come after it.
+    accepted: BTreeMap<u64, Vec<u8>>,
+}
+
+struct Replica {
+    core: ReplicaCore,
+    usig: SoftUsig,
+}
+
+struct Db {
+    voter: VoterCore,
+}
+
+/// The primary, one group, its database nodes and the clients, ready to run.
+pub struct Harness {
+    options: Options,
+    cluster: Arc<Cluster>,
+    primary: PrimaryCore,
+    primary_usig: SoftUsig,
+    replicas: Vec<Replica>,
+    replica_ids: Vec<NodeId>,
+    dbs: Vec<Db>,
+    db_ids: Vec<NodeId>,
+    clients: Vec<Client>,
+    queue: VecDeque<Event>,
+    report: Report,
+}
+
+impl Harness {
+    /// Builds the cluster (one group, f, the partitions) and signs every client's requests.
+    pub fn new(options: Options) -> Self {
+        let cluster =
+            Arc::new(TestCluster::new(options.f, 1, options.partitions, options.clients).cluster);
+        let primary_id = NodeId(cluster.config.primaries[0].id);
+        let primary = PrimaryCore::new(
+            cluster.clone(),
+            rule(),
+            primary_id,
+            View(0),
+            options.max_batch,
+        );
+        let replica_ids: Vec<NodeId> = cluster.members(GroupId(0)).map(|r| NodeId(r.id)).collect();
+        let replicas = replica_ids
+            .iter()
+            .map(|&id| Replica {
+                core: replica_core(&cluster, id),
+                usig: usig(id),
+            })
+            .collect();
+        let db_ids: Vec<NodeId> = cluster
+            .config
+            .db_nodes
+            .iter()
+            .map(|d| NodeId(d.id))
+            .collect();
+        let dbs = db_ids
+            .iter()
+            .map(|&id| Db {
+                voter: VoterCore::new(
+                    cluster.clone(),
+                    rule(),
+                    node_key(id),
+                    id,
+                    vec![0; options.partitions as usize],
+                ),
+            })
+            .collect();
+        let clients = (1..=options.clients)
+            .map(|c| {
+                let id = ClientId(c);
+                let key = client_key(id);
+                let requests = (1..=options.requests_per_client)
+                    .map(|ts| {
+                        let partition = ((c + ts) % u64::from(options.partitions)) as u8;
+                        let mut op = vec![1, partition];
+                        op.extend_from_slice(&c.to_be_bytes());
+                        op.extend_from_slice(&ts.to_be_bytes());
+                        let partitions = SimRule.partitions(&op).unwrap_or_default();
+                        Request::signed(id, ts, partitions, op, &key)
+                    })
+                    .collect();
+                Client {
+                    id,
+                    requests,
+                    outstanding: None,
+                    votes: BTreeMap::new(),
+                    accepted: BTreeMap::new(),
+                }
+            })
+            .collect();
+        Harness {
+            primary,
+            primary_usig: usig(primary_id),
+            replicas,
+            replica_ids,
+            dbs,
+            db_ids,
+            clients,
+            queue: VecDeque::new(),
+            report: Report::default(),
+            cluster,
+            options,
+        }
+    }
+
+    /// Every request that will be sent.
+    pub fn requests(&self) -> u64 {
+        self.options.clients * self.options.requests_per_client
+    }
+
+    /// Runs until every client is done and every message was delivered.
+    pub fn run(mut self) -> Report {
+        for i in 0..self.clients.len() {
+            self.next_request(i);
+        }
+        while let Some(event) = self.queue.pop_front() {
+            match event {
+                Event::Frame(to, frame) => self.deliver(to, &frame),
+                Event::Warrant(Addr::Primary, bytes) => {
+                    let ui = self.primary_usig.create_ui(&bytes).expect("soft usig");
+                    let actions = self.primary.warranted(ui);
+                    self.primary_actions(actions);
+                }
+                Event::Warrant(Addr::Replica(i), bytes) => {
+                    let r = &mut self.replicas[i];
+                    let ui = r.usig.create_ui(&bytes).expect("soft usig");
+                    let actions = r.core.warranted(ui);
+                    self.replica_actions(i, actions);
+                }
+                Event::Warrant(..) => unreachable!("only the primary and replicas warrant"),
+            }
+        }
+        self.report
+    }
+
+    fn send(&mut self, to: impl IntoIterator<Item = Addr>, message: &Message) {
+        let frame: Rc<[u8]> = Envelope::encode(message).into();
+        for to in to {
+            self.queue.push_back(Event::Frame(to, frame.clone()));
+        }
+    }
+
+    /// A client's next pre-signed request, to the primary and to its group's replicas.
+    fn next_request(&mut self, i: usize) {
+        let client = &mut self.clients[i];
+        client.votes.clear();
+        client.outstanding = client.requests.pop_front();
+        let Some(request) = client.outstanding.clone() else {
+            return;
+        };
+        let to: Vec<Addr> = std::iter::once(Addr::Primary)
+            .chain((0..self.replicas.len()).map(Addr::Replica))
+            .collect();
+        self.send(to, &Message::Request(request));
+    }
+
+    fn deliver(&mut self, to: Addr, frame: &[u8]) {
+        let Ok(message) = Envelope::decode(frame) else {
+            self.report.rejected += 1;
+            return;
+        };
+        match (to, message) {
+            (Addr::Primary, Message::Request(r)) => match self.primary.on_request(r) {
+                Ok(actions) => self.primary_actions(actions),
+                Err(_) => self.report.rejected += 1,
+            },
+            (Addr::Replica(i), m) => {
+                let core = &mut self.replicas[i].core;
+                let result = match m {
+                    Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)),
+                    Message::Commit(c) => core.on_commit(c),
+                    Message::Checkpoint(c) => core.on_checkpoint(c),
+                    Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
+                    Message::Request(r) => Ok(core.on_request(&r)),
+                    _ => {
+                        self.report.unexpected += 1;
+                        Ok(Vec::new())
+                    }
+                };
+                self.report.rejected += core.take_refusals().len() as u64;
+                match result {
+                    Ok(actions) => self.replica_actions(i, actions),
+                    Err(_) => self.report.rejected += 1,
+                }
+            }
+            (Addr::Db(i), Message::CommitDb(c)) => match self.dbs[i].voter.on_commit_db(&c) {
+                Ok((actions, malformed)) => {
+                    self.report.rejected += malformed as u64;
+                    self.voter_actions(i, actions);
+                }
+                Err(_) => self.report.rejected += 1,
+            },
+            (Addr::Client(i), Message::Reply(reply)) => self.client_reply(i, reply),
+            _ => self.report.unexpected += 1,
+        }
+    }
+
+    fn primary_actions(&mut self, actions: Vec<PrimaryAction>) {
+        for action in actions {
+            match action {
+                PrimaryAction::Warrant { bytes } => {
+                    self.queue.push_back(Event::Warrant(Addr::Primary, bytes))
+                }
+                PrimaryAction::Broadcast(proposal) => {
+                    if let Proposal::Prepare(p) = &proposal {
+                        self.report.prepares += 1;
+                        self.report.ordered += p.entries.len() as u64;
+                    }
+                    let to: Vec<Addr> = (0..self.replicas.len()).map(Addr::Replica).collect();
+                    self.send(to, &proposal.into_message());
+                }
+            }
+        }
+    }
+
+    fn replica_actions(&mut self, i: usize, actions: Vec<ReplicaAction>) {
+        let mut queue: VecDeque<ReplicaAction> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                ReplicaAction::Warrant { bytes } => self
+                    .queue
+                    .push_back(Event::Warrant(Addr::Replica(i), bytes)),
+                ReplicaAction::SendCommit { to, commit } => {
+                    let mates: Vec<Addr> = (0..self.replicas.len())
+                        .filter(|&j| j != i && to.is_none_or(|to| to == self.replica_ids[j]))
+                        .map(Addr::Replica)
+                        .collect();
+                    self.send(mates, &Message::Commit(*commit));
+                }
+                // No disk: durable at once (the driver's log thread answers after its fsync).
+                ReplicaAction::Persist { slot, .. } => {
+                    queue.extend(self.replicas[i].core.persisted(slot))
+                }
+                ReplicaAction::SendCommitDb { to, commit_db } => {
+                    let dbs: Vec<Addr> = (0..self.dbs.len())
+                        .filter(|&j| to.is_none_or(|to| to == self.db_ids[j]))
+                        .map(Addr::Db)
+                        .collect();
+                    self.send(dbs, &Message::CommitDb(commit_db));
+                }
+                ReplicaAction::SendCheckpoint { to, checkpoint } => {
+                    let peers: Vec<Addr> = (0..self.replicas.len())
+                        .filter(|&j| j != i && to.is_none_or(|to| to == self.replica_ids[j]))
+                        .map(Addr::Replica)
+                        .collect();
+                    self.send(peers, &Message::Checkpoint(checkpoint));
+                }
+                ReplicaAction::SendReply(reply) => {
+                    let c = (reply.client.0 - 1) as usize;
+                    self.send([Addr::Client(c)], &Message::Reply(reply));
+                }
+                ReplicaAction::EpochClosed
+                | ReplicaAction::ForwardRequest(_)
+                | ReplicaAction::FetchPrepares { .. }
+                | ReplicaAction::FetchCommits { .. }
+                | ReplicaAction::SendViewChange { .. }
+                | ReplicaAction::SendReqViewChange(_)
+                | ReplicaAction::SendJoin(_)
+                | ReplicaAction::RequestRecovery
+                | ReplicaAction::SendRecoveryState { .. }
+                | ReplicaAction::SendEpochClose(_) => self.report.unexpected += 1,
+            }
+        }
+    }
+
+    fn voter_actions(&mut self, i: usize, actions: Vec<VoterAction>) {
+        let mut queue: VecDeque<VoterAction> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                // The trivial executor: each order's result is its number.
+                VoterAction::Execute(chain) => {
+                    let results = chain
+                        .iter()
+                        .map(|e| (e.order, e.order.to_be_bytes().to_vec()))
+                        .collect();
+                    queue.extend(self.dbs[i].voter.executed_all(results));
+                }
+                VoterAction::Reply { group, reply } => {
+                    let members = self.dbs[i].voter.members_of(group);
+                    let to: Vec<Addr> = members
+                        .iter()
+                        .filter_map(|m| self.replica_ids.iter().position(|r| r == m))
+                        .map(Addr::Replica)
+                        .collect();
+                    self.send(to, &Message::ReplyCommitDb(reply));
+                }
+                VoterAction::ToDbNodes { .. }
+                | VoterAction::Snapshot { .. }
+                | VoterAction::Install { .. } => self.report.unexpected += 1,
+            }
+        }
+    }
+
+    /// A REPLY at a client: f+1 distinct replicas with the same page complete the request.
+    fn client_reply(&mut self, i: usize, reply: proto::Reply) {
+        self.report.replies += 1;
+        if self.options.verify_replies {
+            let signed = self
+                .cluster
+                .node_key(reply.replica)
+                .is_some_and(|k| reply.verify(k));
+            if !signed || !self.replica_ids.contains(&reply.replica) {
+                self.report.bad_replies += 1;
+                return;
+            }
+        }
+        let f = self.options.f;
+        let client = &mut self.clients[i];
+        if let Some(page) = client.accepted.get(&reply.timestamp) {
+            // A reply after the request completed: it must match too.
+            if *page == reply.page {
+                *self
+                    .report
+                    .matching
+                    .entry((client.id, reply.timestamp))
+                    .or_default() += 1;
+            } else {
+                self.report.bad_replies += 1;
+            }
+            return;
+        }
+        let current = client.outstanding.as_ref().map(|r| r.timestamp);
+        if current != Some(reply.timestamp) || reply.client != client.id {
+            self.report.bad_replies += 1;
+            return;
+        }
+        let voters = client.votes.entry(reply.page.clone()).or_default();
+        voters.insert(reply.replica);
+        if voters.len() > f {
+            let matched = voters.len();
+            self.report
+                .matching
+                .insert((client.id, reply.timestamp), matched);
+            client.accepted.insert(reply.timestamp, reply.page);
+            self.report.completed += 1;
+            self.next_request(i);
+        }
+    }
+}
