@@ -113,6 +113,7 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         out: dir.clone(),
         groups: args.groups,
         max_groups: Some(args.max_groups),
+        spare_machines: 0,
         partitions,
         shape: args.shape.clone(),
         base_port: args.base_port,

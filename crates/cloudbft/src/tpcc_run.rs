@@ -199,6 +199,7 @@ fn run_cluster(
         out: dir.to_path_buf(),
         groups: args.groups,
         max_groups: None,
+        spare_machines: 0,
         partitions: warehouses,
         shape: args.shape.clone(),
         base_port: args.base_port,
