@@ -247,11 +247,18 @@ pub fn run(
     std::fs::write(&args.config, toml::to_string(&outcome.config)?)
         .with_context(|| format!("writing {}", args.config.display()))?;
     let dropped = spares.update(&current.config, &outcome.config, &outcome.positions);
-    if !dropped.is_empty() {
+    for (replica, machine) in &dropped.replaced {
         println!(
-            "  replicas {dropped:?} are not kept as spares (replaced: their machines are retired \
-             in {}; or removed without reporting where their USIG sequence stands)",
+            "  replica {replica} is not kept as a spare, and machine {machine} is retired (no \
+             spare on it is used until it is taken off `retired` in {})",
             args.spares_path().display()
+        );
+    }
+    if !dropped.unknown.is_empty() {
+        println!(
+            "  replicas {:?} left without reporting where their USIG sequence stands (down?): \
+             they are not kept as spares",
+            dropped.unknown
         );
     }
     spares.save(&args.spares_path())?;

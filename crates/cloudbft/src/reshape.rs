@@ -84,10 +84,10 @@ impl Spares {
         previous: &ClusterConfig,
         config: &ClusterConfig,
         positions: &proto::reconfig::Positions,
-    ) -> Vec<u32> {
+    ) -> Dropped {
         let serving: BTreeSet<u32> = config.replicas.iter().map(|r| r.id).collect();
         self.replicas.retain(|r| !serving.contains(&r.id));
-        let mut dropped = Vec::new();
+        let mut dropped = Dropped::default();
         for r in previous
             .replicas
             .iter()
@@ -98,11 +98,11 @@ impl Spares {
                 if !self.retired.contains(&r.machine) {
                     self.retired.push(r.machine.clone());
                 }
-                dropped.push(r.id);
+                dropped.replaced.push((r.id, r.machine.clone()));
                 continue;
             }
             let Some((start, epoch)) = positions.get(&r.id) else {
-                dropped.push(r.id);
+                dropped.unknown.push(r.id);
                 continue;
             };
             self.replicas.push(ReplicaConfig {
@@ -126,6 +126,15 @@ impl Spares {
         self.replicas.sort_by_key(|r| r.id);
         dropped
     }
+}
+
+/// The replicas that left a configuration and are not kept as spares.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Replaced members, with their machines (now retired).
+    pub replaced: Vec<(u32, String)>,
+    /// Replicas of removed groups whose position is unknown.
+    pub unknown: Vec<u32>,
 }
 
 /// The next configuration's shape: `config` with its epoch advanced and without the start of
@@ -495,7 +504,11 @@ mod tests {
         );
         assert_eq!(serving(&next), serving(&config));
         let dropped = spares.update(&config, &next, &reported(&config));
-        assert_eq!(dropped, vec![102], "the replaced member is not a spare");
+        assert_eq!(
+            dropped.replaced,
+            vec![(102, "m2".to_string())],
+            "the replaced member is not a spare"
+        );
         assert_eq!(spares.retired, vec!["m2".to_string()]);
         assert!(!spares.replicas.iter().any(|r| r.id == 104));
         // No spare of group 0 is left on a machine it does not use (m2 is retired).
