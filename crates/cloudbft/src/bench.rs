@@ -125,6 +125,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         out: dir.clone(),
         groups: args.groups,
         max_groups: None,
+        spare_machines: 0,
         partitions,
         shape: args.shape.clone(),
         base_port: args.base_port,

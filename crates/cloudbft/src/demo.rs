@@ -25,6 +25,10 @@ pub struct DemoArgs {
     /// more).
     #[arg(long)]
     pub max_groups: Option<u32>,
+    /// Machines held in reserve for `cloudbft group replace` (a spare replica of every group
+    /// on each, with its own usigd).
+    #[arg(long, default_value_t = 1)]
+    pub spare_machines: u32,
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// Where browsers connect.
@@ -72,6 +76,7 @@ impl DemoArgs {
             out: self.data_dir.clone(),
             groups: self.groups,
             max_groups: Some(self.max_groups()),
+            spare_machines: self.spare_machines,
             partitions: self
                 .partitions
                 .unwrap_or((2 * self.groups).max(self.max_groups())),

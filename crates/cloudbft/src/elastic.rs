@@ -3,6 +3,9 @@
 //! SVG plot. This is how the repository shows that more groups serve more load at lower latency
 //! on this machine (docs/operations.md, "Scaling"): groups add capacity only when a group's
 //! capacity is limited, so the page stage (`--page-delay-ms`, one worker per replica) is on.
+//! The load is no-op requests, or TPC-C terminals (`--application tpcc`, the small population,
+//! a warehouse per partition), after which every database node must pass the twelve
+//! consistency conditions with identical digests.
 
 use crate::autoscale::{self, AutoscaleArgs, PolicyArgs, Record};
 use crate::bench::{empty_databases, machine, work_dir};
@@ -24,6 +27,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tpcc::pages::Shown;
+use tpcc::workload::{Population, Terminal};
+use tpcc::NuRandConstants;
 
 #[derive(Args, Debug)]
 pub struct ElasticArgs {
@@ -55,6 +61,10 @@ pub struct ElasticArgs {
     pub json: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The load: "noop" requests on one random partition each, or "tpcc" terminals (the
+    /// specification's mix on the small population).
+    #[arg(long, default_value = "noop", value_parser = ["noop", "tpcc"])]
+    pub application: String,
 }
 
 /// One second of the run.
@@ -80,6 +90,10 @@ pub struct ElasticReport {
     pub phases: Vec<(usize, f64, f64)>,
     pub timeline: Vec<Second>,
     pub decisions: Vec<Record>,
+    pub application: String,
+    /// With TPC-C: the digest every database node ended with, after each passed the twelve
+    /// consistency conditions.
+    pub digest: Option<String>,
     pub machine: String,
 }
 
@@ -113,14 +127,24 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         out: dir.clone(),
         groups: args.groups,
         max_groups: Some(args.max_groups),
+        spare_machines: 0,
         partitions,
         shape: args.shape.clone(),
         base_port: args.base_port,
         clients: most as u64 + 2,
         client_endpoints: 2,
-        application: "noop".into(),
+        application: args.application.clone(),
     };
     let (config, _) = prepare(&keygen)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    if args.application == tpcc::txn::NAME {
+        let cluster = Cluster::load(&config)?;
+        runtime.block_on(crate::tpcc_cmd::load_cluster(
+            &cluster,
+            &tpcc::ScaleConfig::small(),
+            args.seed,
+        ))?;
+    }
     empty_databases(&config)?;
     let launch = crate::provider::Launch {
         replica_args: args.pages.to_args(),
@@ -140,9 +164,13 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         },
     )?;
     eprintln!("cluster up in {}", dir.display());
-    let runtime = tokio::runtime::Runtime::new()?;
-    let report = runtime.block_on(drive(&args, &ramp, &config, &dir))?;
+    let mut report = runtime.block_on(drive(&args, &ramp, &config, &dir))?;
+    // Stopping drains: every database node reaches the same order before it stops.
     drop(cluster);
+    if args.application == tpcc::txn::NAME {
+        let digest = runtime.block_on(crate::tpcc_run::verify_nodes(&Cluster::load(&config)?))?;
+        report.digest = Some(hex::encode(digest));
+    }
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -150,13 +178,19 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         println!("{clients:>4} clients: {rate:>7.1} ops/s, p95 {p95:>7.0} ms");
     }
     println!(
-        "{}: {} requests, {} failed, groups over time {:?} ({})",
+        "{}: {} requests ({}), {} failed, groups over time {:?} ({})",
         report.mode,
         report.requests,
+        report.application,
         report.failures,
         changes(&report.timeline),
         report.machine
     );
+    if let Some(digest) = &report.digest {
+        println!(
+            "every database node passed the twelve TPC-C consistency conditions, digest {digest}"
+        );
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -278,20 +312,27 @@ async fn drive(
             stop.clone(),
             done_tx.clone(),
         );
-        let mut rng = Rng::new(args.seed.wrapping_mul(1000).wrapping_add(c as u64));
+        let mut source = if args.application == tpcc::txn::NAME {
+            let population = Population {
+                warehouses: partitions,
+                scale: tpcc::ScaleConfig::small(),
+                constants: NuRandConstants::for_load(args.seed).for_run(args.seed + 1),
+            };
+            Source::Tpcc(Terminal::new(c as u64, population, args.seed))
+        } else {
+            Source::Noop(
+                Rng::new(args.seed.wrapping_mul(1000).wrapping_add(c as u64)),
+                partitions,
+            )
+        };
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 if c >= active.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
-                let partition = rng.below(u64::from(partitions)) as u32;
-                let op = NoopOp {
-                    partitions: vec![partition],
-                    payload: Vec::new(),
-                };
                 let started = Instant::now();
-                let ok = client.invoke(vec![partition], op.encode()).await.is_ok();
+                let ok = source.run(&client).await;
                 let _ = done.send((Instant::now(), started.elapsed(), ok));
             }
         }));
@@ -373,6 +414,46 @@ async fn drive(
         phases,
         timeline,
         decisions,
+        application: args.application.clone(),
+        digest: None,
         machine: machine(),
     })
+}
+
+/// Where a client's operations come from.
+enum Source {
+    /// No-op requests on a random partition of this many.
+    Noop(Rng, u32),
+    /// A TPC-C terminal.
+    Tpcc(Terminal),
+}
+
+impl Source {
+    /// Runs the next operation through `client`: whether it succeeded (for TPC-C, a page that
+    /// is not the Invalid screen: generated input is always valid).
+    async fn run(&mut self, client: &ClientEndpoint) -> bool {
+        match self {
+            Source::Noop(rng, partitions) => {
+                let partition = rng.below(u64::from(*partitions)) as u32;
+                let op = NoopOp {
+                    partitions: vec![partition],
+                    payload: Vec::new(),
+                };
+                client.invoke(vec![partition], op.encode()).await.is_ok()
+            }
+            Source::Tpcc(terminal) => {
+                let op = terminal.next(crate::tpcc_run::unix_now());
+                let Ok(partitions) = op.partitions() else {
+                    return false;
+                };
+                match client.invoke(partitions, op.encode()).await {
+                    Ok(accepted) => tpcc::pages::shown(&accepted.page) != Shown::Refused,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "{} failed", op.kind().name());
+                        false
+                    }
+                }
+            }
+        }
+    }
 }

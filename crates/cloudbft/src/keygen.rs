@@ -2,7 +2,9 @@
 //! on the minimum number of machines (the paper's 2f+2, plus one per further primary candidate):
 //! the first primary candidate alone on machine m0, on each of the machines m1..m(2f+1) one
 //! replica of every group and one database node, and each further candidate alone on a machine
-//! of its own (m(2f+2), ...), so that a crashed machine takes at most one candidate.
+//! of its own (m(2f+2), ...), so that a crashed machine takes at most one candidate. Spare
+//! machines (`--spare-machines`) come after those, each with a spare replica for every group:
+//! what `cloudbft group replace` swaps a member of a failed or retired machine for.
 
 use crate::reshape::Spares;
 use anyhow::{bail, Context, Result};
@@ -51,6 +53,11 @@ pub struct KeygenArgs {
     /// Number of data partitions (spread over the groups round-robin).
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
+    /// Machines held in reserve, each with a spare replica identity for every group up to
+    /// --max-groups (in spares.toml): `cloudbft group replace` moves a member of a failed or
+    /// retired machine to one of them.
+    #[arg(long, default_value_t = 0)]
+    pub spare_machines: u32,
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// First TCP port; nodes listen on consecutive ports from here on 127.0.0.1.
@@ -118,6 +125,11 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     if args.shape.usig == UsigMode::Tpm && max_groups > 8 {
         bail!("--max-groups ({max_groups}) must be at most 8 with --usig tpm: each machine has 8 PCRs (8-15) for its VMs' identities");
     }
+    let machines =
+        2 * args.shape.f + 1 + args.shape.candidates as usize + args.spare_machines as usize;
+    if machines > 99 {
+        bail!("{machines} machines: replica ids are 100 + 100 × group + machine number, so at most m98; use fewer --spare-machines");
+    }
     let out = &args.out;
     fs::create_dir_all(out.join("keys")).with_context(|| format!("creating {}", out.display()))?;
     fs::create_dir_all(out.join("db")).with_context(|| format!("creating {}", out.display()))?;
@@ -150,7 +162,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     };
     let candidates = args.shape.candidates as usize;
     // usigd identities per machine: (node id, usig id).
-    let mut hosted: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n + candidates];
+    let spare_machines = args.spare_machines as usize;
+    let mut hosted: Vec<Vec<(u32, u64)>> = vec![Vec::new(); n + candidates + spare_machines];
     for c in 0..candidates {
         let id = c as u32;
         let k = if c == 0 { 0 } else { n + c };
@@ -177,9 +190,13 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
                 .filter(|p| p % args.groups == g)
                 .collect(),
         });
-        config
-            .replicas
-            .extend(group_replicas(out, g, &mut hosted[1..=n], &mut next_addr)?);
+        config.replicas.extend(group_replicas(
+            out,
+            g,
+            1,
+            &mut hosted[1..=n],
+            &mut next_addr,
+        )?);
     }
     for k in 1..=n {
         let id = 10 + k as u32;
@@ -207,7 +224,20 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         .map(|_| next_addr())
         .collect();
     for g in args.groups..max_groups {
-        let replicas = group_replicas(out, g, &mut hosted[1..=n], &mut next_addr)?;
+        let replicas = group_replicas(out, g, 1, &mut hosted[1..=n], &mut next_addr)?;
+        spare_ids.extend(replicas.iter().map(|r| r.usig));
+        spares.replicas.extend(replicas);
+    }
+    // Spare machines: one replica of every group on each, after everything else.
+    let first_spare = n + candidates;
+    for g in 0..max_groups {
+        let replicas = group_replicas(
+            out,
+            g,
+            first_spare,
+            &mut hosted[first_spare..],
+            &mut next_addr,
+        )?;
         spare_ids.extend(replicas.iter().map(|r| r.usig));
         spares.replicas.extend(replicas);
     }
@@ -237,17 +267,19 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The 2f+1 replicas of group `g`, one on each of the machines m1.. whose identities `hosted`
-/// lists (each gets its replica's identity), with their keys written.
+/// Replicas of group `g`, one on each of the machines m(first).. whose identities `hosted` lists
+/// (each gets its replica's identity), with their keys written: replica 100 + 100g + k on
+/// machine mk.
 fn group_replicas(
     out: &Path,
     g: u32,
+    first: usize,
     hosted: &mut [Vec<(u32, u64)>],
     next_addr: &mut dyn FnMut() -> String,
 ) -> Result<Vec<ReplicaConfig>> {
     let mut replicas = Vec::new();
     for (i, machine_identities) in hosted.iter_mut().enumerate() {
-        let k = i + 1;
+        let k = i + first;
         let id = 100 + g * 100 + k as u32;
         let usig = 1000 + u64::from(id);
         replicas.push(ReplicaConfig {

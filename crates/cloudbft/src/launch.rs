@@ -121,6 +121,9 @@ impl LocalCluster {
             processes: Vec::new(),
         };
         let config_arg = config_path.display().to_string();
+        // The spares' machines run their usigd too: a replica started there later (a new
+        // group, a replacement) needs it, as a VM held in reserve on a running machine would.
+        let spares = crate::reshape::Spares::load(&dir.join(crate::keygen::SPARES))?;
         let machines: Vec<String> = {
             let mut m: Vec<String> = me
                 .cluster
@@ -129,6 +132,13 @@ impl LocalCluster {
                 .iter()
                 .map(|p| p.machine.clone())
                 .chain(me.cluster.config.replicas.iter().map(|r| r.machine.clone()))
+                .chain(
+                    spares
+                        .replicas
+                        .iter()
+                        .map(|r| r.machine.clone())
+                        .filter(|m| dir.join("usigd").join(format!("{m}.toml")).exists()),
+                )
                 .collect();
             m.sort();
             m.dedup();

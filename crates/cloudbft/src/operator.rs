@@ -118,13 +118,14 @@ impl Operator {
             current.epoch().0,
             closed_after.as_secs_f64()
         ));
-        let (reports, book) = self.positions(current, &next, book_digest).await?;
+        let (mut reports, book) = self.positions(current, &next, book_digest).await?;
         let book = OrderBook::start_of(&book, current)
             .map(|start| (start, book))
             .context("the certified order book does not decode (a bug)")?;
         let primary = group::view::primary_of(current, view);
+        let shape = next.clone();
         let (config, rejoining, positions) =
-            next_configuration(current, next, &reports, book.0, primary)
+            next_configuration(current, next, &reports, book.0.clone(), primary)
                 .map_err(|e| anyhow::anyhow!("the next configuration is refused: {e}"))?;
         let cut_order = config.epoch_start.order;
         if !rejoining.is_empty() {
@@ -141,8 +142,16 @@ impl Operator {
             signature: Signature([0; 64]),
         }
         .sign(&self.key);
-        let silent = self.start(current, &config, &configure).await?;
+        let silent = self
+            .start(current, &config, &configure, &mut reports)
+            .await?;
         let started_after = started.elapsed();
+        self.late_positions(current, &config, &mut reports).await;
+        // With the reports of nodes that leave, which nobody waited for: where a removed
+        // replica's sequence continues if it is added again (a late report that does not
+        // verify leaves the positions as they were).
+        let positions = next_configuration(current, shape, &reports, book.0, primary)
+            .map_or(positions, |(_, _, late)| late);
         progress(format!(
             "epoch {} started after global order {cut_order}, {:.2} s after the RECONFIGURE",
             config.config_epoch,
@@ -212,14 +221,7 @@ impl Operator {
         .into_iter()
         .filter(|id| asked.contains(id))
         .collect();
-        let request = Message::PositionRequest(
-            PositionRequest {
-                config_epoch: current.epoch(),
-                reply_to: self.addr.to_string(),
-                signature: Signature([0; 64]),
-            }
-            .sign(&self.key),
-        );
+        let request = self.position_request(current);
         let deadline = Instant::now() + POSITION_TIMEOUT;
         let mut reports = BTreeMap::new();
         let mut book = None;
@@ -239,10 +241,7 @@ impl Operator {
                 let Message::PositionReport(report) = m else {
                     continue;
                 };
-                let valid = current
-                    .node_key(report.node)
-                    .is_some_and(|k| report.verify(k));
-                if !valid || report.config_epoch != current.epoch() {
+                if !valid_report(current, &report) {
                     continue;
                 }
                 if let Some(b) = &report.book {
@@ -264,13 +263,67 @@ impl Operator {
         Ok((reports, book))
     }
 
+    /// The signed request for every node's position at the end of `current`'s epoch.
+    fn position_request(&self, current: &Cluster) -> Message {
+        Message::PositionRequest(
+            PositionRequest {
+                config_epoch: current.epoch(),
+                reply_to: self.addr.to_string(),
+                signature: Signature([0; 64]),
+            }
+            .sign(&self.key),
+        )
+    }
+
+    /// Once the new epoch runs: asks the replicas that left and have not reported their
+    /// position yet once more, and waits one round for them. Nothing waits on this but the
+    /// spares file (a removed replica is kept as a spare only with its position); a replica
+    /// that is down costs one round.
+    async fn late_positions(
+        &mut self,
+        current: &Cluster,
+        next: &ClusterConfig,
+        reports: &mut BTreeMap<NodeId, PositionReport>,
+    ) {
+        let missing: Vec<NodeId> = current
+            .config
+            .replicas
+            .iter()
+            .filter(|r| !next.replicas.iter().any(|n| n.id == r.id))
+            .map(|r| NodeId(r.id))
+            .filter(|id| !reports.contains_key(id))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        self.send(
+            current,
+            missing.iter().copied(),
+            &self.position_request(current),
+        );
+        let round = Instant::now() + RESEND;
+        while let Some(m) = self.next(round).await {
+            if let Message::PositionReport(report) = m {
+                if valid_report(current, &report) {
+                    reports.entry(report.node).or_insert(report);
+                }
+            }
+            if missing.iter().all(|id| reports.contains_key(id)) {
+                return;
+            }
+        }
+    }
+
     /// Sends the CONFIGURE to every node of both epochs and every gateway until the nodes of
-    /// the new epoch acknowledge it; returns the nodes that did not.
+    /// the new epoch acknowledge it; returns the nodes that did not. Position reports that
+    /// arrive meanwhile (nodes that leave answer the request too, but the new epoch does not
+    /// wait for them) go to `reports`.
     async fn start(
         &mut self,
         current: &Cluster,
         config: &ClusterConfig,
         configure: &Configure,
+        reports: &mut BTreeMap<NodeId, PositionReport>,
     ) -> Result<Vec<u32>> {
         let next = Cluster::new(config.clone())?;
         let everyone: BTreeSet<NodeId> = all_nodes(current)
@@ -308,8 +361,15 @@ impl Operator {
             }
             let round = Instant::now() + RESEND;
             while let Some(m) = self.next(round).await {
-                let Message::EpochStarted(started) = m else {
-                    continue;
+                let started = match m {
+                    Message::EpochStarted(started) => started,
+                    Message::PositionReport(report) => {
+                        if valid_report(current, &report) {
+                            reports.entry(report.node).or_insert(report);
+                        }
+                        continue;
+                    }
+                    _ => continue,
                 };
                 let valid = next
                     .node_key(started.node)
@@ -328,6 +388,14 @@ impl Operator {
             .map(|id| id.0)
             .collect())
     }
+}
+
+/// A position report signed by a node of `current` for its epoch.
+fn valid_report(current: &Cluster, report: &PositionReport) -> bool {
+    let signed = current
+        .node_key(report.node)
+        .is_some_and(|k| report.verify(k));
+    signed && report.config_epoch == current.epoch()
 }
 
 fn ids(it: impl Iterator<Item = u32>) -> Vec<NodeId> {

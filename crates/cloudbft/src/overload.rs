@@ -145,6 +145,7 @@ pub fn overload(args: OverloadArgs) -> Result<()> {
         client_endpoints: 2,
         application: "noop".into(),
         max_groups: None,
+        spare_machines: 0,
     };
     let (config, _) = prepare(&keygen)?;
     let cluster = LocalCluster::start(

@@ -1,7 +1,7 @@
 //! The operator's commands against a running cluster (docs/operations.md, "Scaling"):
-//! `cloudbft scale --groups N`, `cloudbft group add|remove`, `cloudbft partition move`. Each
-//! computes the next configuration, prints the plan (`--dry-run` stops there), starts the new
-//! replicas through a provider, runs the reconfiguration (crate::operator), and lets the
+//! `cloudbft scale --groups N`, `cloudbft group add|remove|replace`, `cloudbft partition move`.
+//! Each computes the next configuration, prints the plan (`--dry-run` stops there), starts the
+//! new replicas through a provider, runs the reconfiguration (crate::operator), and lets the
 //! provider release removed replicas' machines.
 
 use crate::cloud_provider::TerraformProvider;
@@ -142,6 +142,20 @@ pub enum GroupCommand {
         operator: OperatorArgs,
         group: u32,
     },
+    /// Replace one member of a group (its machine retired or failed) by a spare replica on a
+    /// machine the group does not use; the group keeps its id and partitions.
+    Replace {
+        #[command(flatten)]
+        operator: OperatorArgs,
+        group: u32,
+        /// The member to replace.
+        #[arg(long)]
+        replica: u32,
+        /// The spare replica that takes its place (default: the lowest spare made for the
+        /// group on a machine it does not use).
+        #[arg(long)]
+        with: Option<u32>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -177,6 +191,14 @@ pub fn group(command: GroupCommand) -> Result<()> {
         GroupCommand::Remove { operator, group } => {
             change(&operator, |config, _| reshape::remove_group(config, group))
         }
+        GroupCommand::Replace {
+            operator,
+            group,
+            replica,
+            with,
+        } => change(&operator, |config, spares| {
+            reshape::replace_member(config, spares, group, replica, with)
+        }),
     }
 }
 
@@ -287,12 +309,20 @@ pub fn run(
     })?;
     std::fs::write(&args.config, toml::to_string(&outcome.config)?)
         .with_context(|| format!("writing {}", args.config.display()))?;
-    spares.update(&current.config, &outcome.config);
-    for r in &mut spares.replicas {
-        if let Some((start, epoch)) = outcome.positions.get(&r.id) {
-            r.usig_start = start.clone();
-            r.usig_epoch = Some(*epoch);
-        }
+    let dropped = spares.update(&current.config, &outcome.config, &outcome.positions);
+    for (replica, machine) in &dropped.replaced {
+        println!(
+            "  replica {replica} is not kept as a spare, and machine {machine} is retired (no \
+             spare on it is used until it is taken off `retired` in {})",
+            args.spares_path().display()
+        );
+    }
+    if !dropped.unknown.is_empty() {
+        println!(
+            "  replicas {:?} left without reporting where their USIG sequence stands (down?): \
+             they are not kept as spares",
+            dropped.unknown
+        );
     }
     spares.save(&args.spares_path())?;
     if !removed.is_empty() {

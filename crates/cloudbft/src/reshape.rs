@@ -1,12 +1,13 @@
 //! The next configuration's shape for the operator's commands (`cloudbft scale`, `group add`,
-//! `group remove`, `partition move`): which replicas form a new group, where partitions go.
-//! Pure functions over the configuration and the spare replicas; the protocol checks the
-//! result again (`proto::reconfig::check_successor`).
+//! `group remove`, `group replace`, `partition move`): which replicas form a new group, which
+//! one replaces a member, where partitions go. Pure functions over the configuration and the
+//! spare replicas; the protocol checks the result again (`proto::reconfig::check_successor`).
 //!
 //! Spare replicas are VM identities that exist (keys, USIG enrollments, a usigd identity on
 //! their machine) but serve in no group: `cloudbft keygen --max-groups` makes them for the
-//! groups beyond `--groups`, and a removed group's replicas become spares again, with the
-//! position their USIG sequence continues from.
+//! groups beyond `--groups`, `--spare-machines` one for every group on each machine held in
+//! reserve, and a removed group's replicas become spares again, with the position their USIG
+//! sequence continues from. A replaced member does not: its machine is retired.
 
 use anyhow::{bail, Context, Result};
 use proto::config::{ClusterConfig, GroupConfig, ReplicaConfig};
@@ -24,6 +25,10 @@ pub struct Spares {
     pub replicas: Vec<ReplicaConfig>,
     #[serde(rename = "usig_enrollment", default)]
     pub enrollments: Vec<EnrollmentRecord>,
+    /// Machines whose member was replaced (retired or failed): no spare on them is used. Take a
+    /// machine off the list when it is back in service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<String>,
 }
 
 impl Spares {
@@ -43,40 +48,93 @@ impl Spares {
             .with_context(|| format!("writing {}", path.display()))
     }
 
-    /// The spare groups: complete sets of 2f+1 spares made for one group id not in use.
+    /// The spare groups: for each group id not in use, 2f+1 spares made for it on distinct
+    /// machines (the lowest ids first: the group's own machines before spare machines).
     fn groups(&self, config: &ClusterConfig) -> BTreeMap<u32, Vec<&ReplicaConfig>> {
         let used: BTreeSet<u32> = config.groups.iter().map(|g| g.id).collect();
         let mut by_group: BTreeMap<u32, Vec<&ReplicaConfig>> = BTreeMap::new();
-        for r in &self.replicas {
-            if !used.contains(&r.group) {
-                by_group.entry(r.group).or_default().push(r);
+        let mut spares: Vec<&ReplicaConfig> = self.usable().collect();
+        spares.sort_by_key(|r| r.id);
+        for r in spares {
+            let members = by_group.entry(r.group).or_default();
+            let placed = members.iter().any(|m| m.machine == r.machine);
+            if !used.contains(&r.group) && !placed && members.len() < 2 * config.f + 1 {
+                members.push(r);
             }
         }
         by_group.retain(|_, members| members.len() == 2 * config.f + 1);
         by_group
     }
 
-    /// Moves a removed group's replicas here (their USIG sequences continue where the
-    /// configuration that removed them said), and takes the replicas now in `config` out.
-    pub fn update(&mut self, previous: &ClusterConfig, config: &ClusterConfig) {
+    /// Spares not on a retired machine.
+    fn usable(&self) -> impl Iterator<Item = &ReplicaConfig> {
+        self.replicas
+            .iter()
+            .filter(|r| !self.retired.contains(&r.machine))
+    }
+
+    /// Moves the replicas that left the configuration here, with the position their USIG
+    /// sequence continues from (`positions`, as reported when the epoch closed), and takes the
+    /// replicas now in `config` out. A replaced member (its group goes on without it) is not
+    /// kept and its machine is retired; a removed group's member that left without reporting its
+    /// position (down) is not kept either: where its sequence stands is unknown, so it could not
+    /// start again where verifiers expect it. Returns the replicas not kept.
+    pub fn update(
+        &mut self,
+        previous: &ClusterConfig,
+        config: &ClusterConfig,
+        positions: &proto::reconfig::Positions,
+    ) -> Dropped {
         let serving: BTreeSet<u32> = config.replicas.iter().map(|r| r.id).collect();
         self.replicas.retain(|r| !serving.contains(&r.id));
-        let enrolled: BTreeSet<u64> = self.enrollments.iter().map(|e| e.id).collect();
+        let mut dropped = Dropped::default();
         for r in previous
             .replicas
             .iter()
             .filter(|r| !serving.contains(&r.id))
         {
             self.replicas.retain(|s| s.id != r.id);
-            self.replicas.push(r.clone());
-            if !enrolled.contains(&r.usig) {
+            if config.groups.iter().any(|g| g.id == r.group) {
+                if !self.retired.contains(&r.machine) {
+                    self.retired.push(r.machine.clone());
+                }
+                dropped.replaced.push((r.id, r.machine.clone()));
+                continue;
+            }
+            let Some((start, epoch)) = positions.get(&r.id) else {
+                dropped.unknown.push(r.id);
+                continue;
+            };
+            self.replicas.push(ReplicaConfig {
+                usig_start: start.clone(),
+                usig_epoch: Some(*epoch),
+                rejoin: false,
+                ..r.clone()
+            });
+            if !self.enrollments.iter().any(|e| e.id == r.usig) {
                 if let Some(e) = previous.enrollments.iter().find(|e| e.id == r.usig) {
                     self.enrollments.push(e.clone());
                 }
             }
         }
+        for r in &mut self.replicas {
+            if let Some((start, epoch)) = positions.get(&r.id) {
+                r.usig_start = start.clone();
+                r.usig_epoch = Some(*epoch);
+            }
+        }
         self.replicas.sort_by_key(|r| r.id);
+        dropped
     }
+}
+
+/// The replicas that left a configuration and are not kept as spares.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Replaced members, with their machines (now retired).
+    pub replaced: Vec<(u32, String)>,
+    /// Replicas of removed groups whose position is unknown.
+    pub unknown: Vec<u32>,
 }
 
 /// The next configuration's shape: `config` with its epoch advanced and without the start of
@@ -139,6 +197,74 @@ pub fn add_group(
         }),
         None => Ok(rebalance(next)),
     }
+}
+
+/// Replaces member `replica` of group `group` (its machine retired or failed) by a spare on a
+/// machine the group does not use: `with`, or the lowest spare made for the group on such a
+/// machine (`cloudbft keygen --spare-machines` makes them).
+pub fn replace_member(
+    config: &ClusterConfig,
+    spares: &Spares,
+    group: u32,
+    replica: u32,
+    with: Option<u32>,
+) -> Result<ClusterConfig> {
+    let used: BTreeSet<&str> = config
+        .replicas
+        .iter()
+        .filter(|r| r.group == group)
+        .map(|r| r.machine.as_str())
+        .collect();
+    let spare = match with {
+        Some(id) => {
+            let spare = spares
+                .replicas
+                .iter()
+                .find(|r| r.id == id)
+                .with_context(|| {
+                    format!(
+                        "replica {id} is not a spare (spares: {:?}): a replacement must be a VM \
+                     identity with keys, a USIG enrollment and a usigd identity on its machine",
+                        spares.replicas.iter().map(|r| r.id).collect::<Vec<_>>()
+                    )
+                })?;
+            if spares.retired.contains(&spare.machine) {
+                bail!(
+                    "replica {id} is on machine {}, retired when a member there was replaced \
+                     (spares.toml, `retired`): take it off that list once the machine is back",
+                    spare.machine
+                );
+            }
+            spare
+        }
+        None => {
+            let mut made_for: Vec<&ReplicaConfig> =
+                spares.usable().filter(|r| r.group == group).collect();
+            made_for.sort_by_key(|r| r.id);
+            made_for
+                .iter()
+                .find(|r| !used.contains(r.machine.as_str()))
+                .copied()
+                .with_context(|| {
+                    format!(
+                        "no spare replica for group {group} on a machine it does not use (it \
+                         uses {used:?}; its spares: {:?}): make spare machines with `cloudbft \
+                         keygen --spare-machines`, or name a spare with --with",
+                        made_for
+                            .iter()
+                            .map(|r| format!("{} on {}", r.id, r.machine))
+                            .collect::<Vec<_>>()
+                    )
+                })?
+        }
+    };
+    let enrollment = spares
+        .enrollments
+        .iter()
+        .find(|e| e.id == spare.usig)
+        .cloned();
+    proto::reconfig::replace_member(config, group, replica, spare.clone(), enrollment)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Removes group `group`; its partitions go to the groups that serve the fewest.
@@ -311,8 +437,14 @@ mod tests {
             Spares {
                 replicas: spare,
                 enrollments,
+                retired: Vec::new(),
             },
         )
+    }
+
+    /// Every replica of `c` reported its position (nothing warranted, USIG epoch 1).
+    fn reported(c: &ClusterConfig) -> proto::reconfig::Positions {
+        c.replicas.iter().map(|r| (r.id, (None, 1))).collect()
     }
 
     fn serving(c: &ClusterConfig) -> Vec<(u32, Vec<u32>)> {
@@ -335,17 +467,93 @@ mod tests {
             "{:?}",
             serving(&three)
         );
-        spares.update(&config, &three);
+        spares.update(&config, &three, &reported(&config));
         assert!(spares.replicas.iter().all(|r| r.group == 3));
         let one = scale(&three, &spares, 1).unwrap();
         check_successor(&three, &one).unwrap();
         assert_eq!(serving(&one), vec![(0, vec![0, 1, 2, 3])]);
-        spares.update(&three, &one);
+        spares.update(&three, &one, &reported(&three));
         assert_eq!(
             spares.groups(&one).len(),
             3,
             "groups 1, 2 and 3 are spare again"
         );
+    }
+
+    /// [`cluster_and_spares`] with a spare machine m4 holding a spare of every group (as
+    /// `cloudbft keygen --spare-machines 1` makes).
+    fn with_spare_machine() -> (ClusterConfig, Spares) {
+        let (config, mut spares) = cluster_and_spares();
+        for g in 0..4 {
+            let (replica, enrollment) = proto::testing::member(g, 4);
+            spares.replicas.push(replica);
+            spares.enrollments.push(enrollment);
+        }
+        (config, spares)
+    }
+
+    #[test]
+    fn a_member_is_replaced_by_a_spare_on_a_machine_its_group_does_not_use() {
+        let (config, mut spares) = with_spare_machine();
+        // Group 0 is 101-103 on m1-m3; its spare on m4 is 104.
+        let next = replace_member(&config, &spares, 0, 102, None).unwrap();
+        check_successor(&config, &next).unwrap();
+        assert_eq!(
+            proto::reconfig::describe(&config, &next),
+            vec!["group 0: replace replica 102 on m2 by 104 on m4".to_string()]
+        );
+        assert_eq!(serving(&next), serving(&config));
+        let dropped = spares.update(&config, &next, &reported(&config));
+        assert_eq!(
+            dropped.replaced,
+            vec![(102, "m2".to_string())],
+            "the replaced member is not a spare"
+        );
+        assert_eq!(spares.retired, vec!["m2".to_string()]);
+        assert!(!spares.replicas.iter().any(|r| r.id == 104));
+        // No spare of group 0 is left on a machine it does not use (m2 is retired).
+        let e = replace_member(&next, &spares, 0, 101, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no spare replica for group 0"), "{e}");
+        // A spare group avoids the retired machine: group 2 takes its spare on m4.
+        let added = add_group(&next, &spares, Some(2), None).unwrap();
+        let machines: Vec<&str> = added
+            .replicas
+            .iter()
+            .filter(|r| r.group == 2)
+            .map(|r| r.machine.as_str())
+            .collect();
+        assert_eq!(machines, vec!["m1", "m3", "m4"]);
+    }
+
+    #[test]
+    fn a_replacement_on_a_machine_the_group_uses_is_refused() {
+        let (config, spares) = with_spare_machine();
+        // 301 (made for group 2) is on m1, where group 0's 101 runs.
+        let e = replace_member(&config, &spares, 0, 103, Some(301))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("replica 301.machine: m1 already hosts member 101 of the group"),
+            "{e}"
+        );
+        // 303 is on m3, the machine of the member it would replace.
+        let e = replace_member(&config, &spares, 0, 103, Some(303))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the replaced member's machine"), "{e}");
+        let e = replace_member(&config, &spares, 0, 103, Some(999))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("replica 999 is not a spare"), "{e}");
+        let e = replace_member(&config, &spares, 0, 201, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a member of group 0"), "{e}");
+        // Any spare on an unused machine may take the place, whatever group it was made for.
+        let next = replace_member(&config, &spares, 0, 103, Some(204)).unwrap();
+        check_successor(&config, &next).unwrap();
     }
 
     #[test]

@@ -1,21 +1,23 @@
-//! The autoscaler across processes: `cloudbft elastic --autoscale` runs a load ramp (low, 8×,
-//! low) against a fresh cluster whose groups have a limited page stage; the autoscaler must add
-//! groups while the load is high and remove them after it fell, and no client request may fail
-//! (docs/operations.md, "The autoscaler").
+//! The autoscaler across processes: `cloudbft elastic --autoscale --application tpcc` runs a
+//! ramp of TPC-C terminals (low, 10×, low) against a fresh cluster whose groups have a limited
+//! page stage; the autoscaler must add groups while the load is high and remove them after it
+//! fell, no client request may fail, and every database node must end passing the twelve TPC-C
+//! consistency conditions with identical digests (docs/operations.md, "The autoscaler"), on
+//! SQLite and on PostgreSQL.
 
 mod common;
 
-use common::Ports;
+use common::{PgDatabases, Ports};
 use std::process::Command;
 
-#[test]
-fn the_autoscaler_follows_a_load_ramp_without_failed_requests() {
+fn run(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let ports = Ports::reserve();
     let json = dir.path().join("elastic.json");
     let output = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
         .args(["elastic", "--groups", "1", "--max-groups", "3"])
-        .args(["--page-delay-ms", "100", "--ramp", "2:12,16:45,2:35"])
+        .args(["--application", "tpcc"])
+        .args(["--page-delay-ms", "100", "--ramp", "2:12,20:45,2:35"])
         .args([
             "--autoscale",
             "--p95-objective-ms",
@@ -29,6 +31,7 @@ fn the_autoscaler_follows_a_load_ramp_without_failed_requests() {
         .arg(dir.path().join("cluster"))
         .arg("--json")
         .arg(&json)
+        .args(extra)
         .env("RUST_LOG", "warn")
         .output()
         .expect("running cloudbft elastic");
@@ -70,4 +73,23 @@ fn the_autoscaler_follows_a_load_ramp_without_failed_requests() {
     assert!(decisions.iter().any(|d| d["outcome"]
         .as_str()
         .is_some_and(|o| o.contains("remove group"))));
+    // Checked by `cloudbft elastic` after the cluster stopped (it fails otherwise), and again
+    // here from the databases themselves.
+    assert!(
+        report["digest"].as_str().is_some_and(|d| d.len() == 64),
+        "{report}"
+    );
+    let digest = common::tpcc_consistent(&dir.path().join("cluster/cluster.toml"));
+    assert_eq!(report["digest"], digest.as_str());
+}
+
+#[test]
+fn the_autoscaler_follows_a_tpcc_load_ramp_without_failed_requests_on_sqlite() {
+    run(&[]);
+}
+
+#[test]
+fn the_autoscaler_follows_a_tpcc_load_ramp_without_failed_requests_on_postgres() {
+    let databases = PgDatabases::new("as");
+    run(&databases.args());
 }

@@ -5,30 +5,11 @@
 
 mod common;
 
+use common::cloudbft;
 use std::path::Path;
-use std::process::{Command, Output};
 
 /// A small population: loads in about a second per database node.
 const SMALL: [&str; 6] = ["--items", "1000", "--districts", "10", "--customers", "60"];
-
-fn cloudbft(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cloudbft"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running cloudbft")
-}
-
-fn succeed(args: &[&str]) -> String {
-    let out = cloudbft(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cloudbft {args:?} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 /// Runs the driver with `extra` and returns its JSON report.
 fn run(dir: &Path, extra: &[&str]) -> serde_json::Value {
@@ -50,7 +31,7 @@ fn run(dir: &Path, extra: &[&str]) -> serde_json::Value {
     ];
     args.extend(SMALL);
     args.extend(extra);
-    let stdout = succeed(&args);
+    let stdout = cloudbft(&args);
     assert!(stdout.contains("tpmC"), "{stdout}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -84,22 +65,16 @@ fn through_cluster(extra: &[&str]) {
 
     // Independently of the driver's own verification: every database node passes every
     // condition and all digests are equal.
-    let cluster = proto::config::Cluster::load(&dir.path().join("run/cluster.toml")).unwrap();
-    let nodes = &cluster.config.db_nodes;
-    assert_eq!(nodes.len(), 3);
-    let mut digests = Vec::new();
-    for node in nodes {
-        let db = node.database.as_str();
-        let check = succeed(&["tpcc", "check", "--db", db]);
-        assert_eq!(
-            check.lines().filter(|l| l.starts_with("PASS")).count(),
-            12,
-            "{check}"
-        );
-        digests.push(succeed(&["tpcc", "digest", "--db", db]).trim().to_string());
-    }
-    assert_eq!(digests[0].len(), 64);
-    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    let config = dir.path().join("run/cluster.toml");
+    assert_eq!(
+        proto::config::Cluster::load(&config)
+            .unwrap()
+            .config
+            .db_nodes
+            .len(),
+        3
+    );
+    common::tpcc_consistent(&config);
 }
 
 #[test]
@@ -132,7 +107,7 @@ fn baseline_runs_the_same_programs_on_one_database() {
         "sqlite:{}?mode=rwc",
         dir.path().join("run/baseline.sqlite").display()
     );
-    let check = succeed(&["tpcc", "check", "--db", &db]);
+    let check = cloudbft(&["tpcc", "check", "--db", &db]);
     assert_eq!(
         check.lines().filter(|l| l.starts_with("PASS")).count(),
         12,

@@ -193,14 +193,21 @@ impl VoterCore {
             .map(|(c, end)| (c, c.config.epoch_start.order, Some(*end)))
     }
 
-    /// The members of `group` in the current epoch, or in the latest earlier one that has it
-    /// (where a database node's answers for that group's executions go).
+    /// The members of `group` in the current epoch and in every earlier one this node still
+    /// keeps (where its answers for that group's executions go): a group keeps its id when a
+    /// member is replaced, and the replaced member finishes its executions of the closed epoch
+    /// too, as a removed group's members do.
     pub fn members_of(&self, group: GroupId) -> Vec<NodeId> {
-        std::iter::once(&self.cluster)
-            .chain(self.past.iter().rev().map(|(c, _)| c))
-            .map(|c| c.members(group).map(|r| NodeId(r.id)).collect::<Vec<_>>())
-            .find(|m| !m.is_empty())
-            .unwrap_or_default()
+        let mut members = Vec::new();
+        for cluster in std::iter::once(&self.cluster).chain(self.past.iter().rev().map(|(c, _)| c))
+        {
+            for id in cluster.members(group).map(|r| NodeId(r.id)) {
+                if !members.contains(&id) {
+                    members.push(id);
+                }
+            }
+        }
+        members
     }
 
     /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
@@ -578,6 +585,53 @@ pub(super) mod tests {
         assert_eq!(
             v.on_commit_db(&commit_db(3, 0, 101, &third)).unwrap_err(),
             VoterReject::WrongEpoch
+        );
+    }
+
+    /// Member 103 of group 0 is replaced by 104 at epoch 2: each epoch's COMMIT-DBs count only
+    /// from that epoch's members, and answers go to the members of both epochs while the
+    /// closed one has orders to finish (103's closed-epoch core waits for them too).
+    #[test]
+    fn a_replaced_member_votes_only_in_its_epoch_and_is_answered_while_it_finishes() {
+        let mut v = voter();
+        let mut next = v.cluster.config.clone();
+        next.config_epoch = 2;
+        next.epoch_start.order = 1;
+        let (newcomer, enrollment) = proto::testing::member(0, 4);
+        next.enrollments.push(enrollment);
+        let slot = next.replicas.iter_mut().find(|r| r.id == 103).unwrap();
+        *slot = newcomer;
+        v.reconfigure(Arc::new(Cluster::new(next).unwrap()));
+        let ids = |members: Vec<NodeId>| -> Vec<u32> { members.iter().map(|n| n.0).collect() };
+        assert_eq!(ids(v.members_of(GroupId(0))), vec![101, 102, 104, 103]);
+        let first = [execution(1, &[(0, 1)], &[0])];
+        let second = [execution(2, &[(0, 2)], &[0])];
+        assert_eq!(
+            v.on_commit_db(&commit_db(2, 0, 103, &second)).unwrap_err(),
+            VoterReject::NotMember,
+            "103 is not a member in epoch 2"
+        );
+        assert_eq!(
+            v.on_commit_db(&commit_db(1, 0, 104, &first)).unwrap_err(),
+            VoterReject::NotMember,
+            "104 was not a member in epoch 1"
+        );
+        let (actions, _) = v.on_commit_db(&commit_db(1, 0, 103, &first)).unwrap();
+        assert!(batches(&actions).is_empty());
+        let (actions, _) = v.on_commit_db(&commit_db(1, 0, 101, &first)).unwrap();
+        assert_eq!(
+            batches(&actions),
+            vec![vec![1]],
+            "103 and 101 decide epoch 1's order"
+        );
+        v.executed(1, Vec::new());
+        let (actions, _) = v.on_commit_db(&commit_db(2, 0, 104, &second)).unwrap();
+        assert!(batches(&actions).is_empty());
+        let (actions, _) = v.on_commit_db(&commit_db(2, 0, 102, &second)).unwrap();
+        assert_eq!(
+            batches(&actions),
+            vec![vec![2]],
+            "104 and 102 decide epoch 2's"
         );
     }
 

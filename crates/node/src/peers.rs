@@ -112,9 +112,13 @@ impl Peers {
         &self.transport
     }
 
-    /// The addresses of a new configuration epoch (nodes added, removed or moved).
+    /// The addresses of a new configuration epoch (nodes added or moved). Nodes it no longer
+    /// has keep their address: a removed group's members and a replaced member finish their
+    /// closed epoch's work (database nodes answer their COMMIT-DBs) before they stop.
     pub fn update(&mut self, cluster: &Cluster) -> Result<(), NodeError> {
-        (self.nodes, self.clients) = addresses(cluster)?;
+        let (nodes, clients) = addresses(cluster)?;
+        self.nodes.extend(nodes);
+        self.clients = clients;
         Ok(())
     }
 

@@ -300,6 +300,7 @@ impl Cluster {
         )?;
         check_ek_roots(&config)?;
         let partition_group = check_groups(&config, n, &directory)?;
+        check_machine_tpms(&tpm_hosts(&config, &directory))?;
         distinct_machines(
             "dbnode",
             config.db_nodes.iter().map(|d| (d.id, &d.machine)),
@@ -610,6 +611,79 @@ fn check_groups(
         ));
     }
     Ok(partition_group)
+}
+
+/// A node whose USIG identity lives in a TPM: its role, id, the machine the configuration names
+/// and the TPM its enrollment proves (the endorsement key's hash).
+pub(crate) type TpmHost = (&'static str, u32, String, [u8; 32]);
+
+/// Every candidate and replica of `config` whose USIG identity is enrolled on a TPM.
+pub(crate) fn tpm_hosts(config: &ClusterConfig, directory: &Directory) -> Vec<TpmHost> {
+    let nodes = config
+        .primaries
+        .iter()
+        .map(|p| ("primary", p.id, &p.machine, p.usig))
+        .chain(
+            config
+                .replicas
+                .iter()
+                .map(|r| ("replica", r.id, &r.machine, r.usig)),
+        );
+    nodes
+        .filter_map(
+            |(role, id, machine, usig)| match directory.get(UsigId(usig)) {
+                Some(Enrollment::Tpm { tpm_identity, .. }) => {
+                    Some((role, id, machine.clone(), *tpm_identity))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// Checks that machine names and TPMs correspond one to one: the configuration has no machine
+/// inventory of its own, and with TPM-backed USIGs a machine is known by its TPM. A machine name
+/// used with two TPMs, or one TPM under two machine names, names a machine the evidence does
+/// not know (a new TPM is a new machine: it gets a new name). The first host of each name and
+/// TPM is the reference, so a successor's hosts listed after its predecessor's are checked
+/// against what the running epoch knows.
+pub(crate) fn check_machine_tpms(hosts: &[TpmHost]) -> Result<(), ConfigError> {
+    let short = |tpm: &[u8; 32]| hex::encode(&tpm[..4]);
+    let mut by_machine: BTreeMap<&str, &TpmHost> = BTreeMap::new();
+    let mut by_tpm: BTreeMap<[u8; 32], &TpmHost> = BTreeMap::new();
+    for host in hosts {
+        let (role, id, machine, tpm) = host;
+        let known = *by_machine.entry(machine.as_str()).or_insert(host);
+        if known.3 != *tpm {
+            return Err(invalid(
+                format!("{role} {id}.machine"),
+                format!(
+                    "{machine} is known as the machine of TPM {} ({} {}), but this node's USIG \
+                     identity is enrolled on TPM {}: the machine is unknown under that name; \
+                     name the machine its TPM is in (a new TPM is a new machine)",
+                    short(&known.3),
+                    known.0,
+                    known.1,
+                    short(tpm)
+                ),
+            ));
+        }
+        let known = *by_tpm.entry(*tpm).or_insert(host);
+        if known.2 != *machine {
+            return Err(invalid(
+                format!("{role} {id}.machine"),
+                format!(
+                    "says {machine}, but its USIG identity is enrolled on TPM {}, which is \
+                     machine {} ({} {}): one TPM is one machine",
+                    short(tpm),
+                    known.2,
+                    known.0,
+                    known.1
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that members are on distinct machines, and that there are exactly `n` if given.

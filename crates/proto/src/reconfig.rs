@@ -4,7 +4,10 @@
 //! sequence continues, and the operator's CONFIGURE that starts the next epoch. Also the rules
 //! every node applies to decide whether a configuration may follow another one.
 
-use crate::config::{Cluster, ClusterConfig, ConfigError, EpochStart, UsigStart};
+use crate::config::{
+    check_machine_tpms, tpm_hosts, Cluster, ClusterConfig, ConfigError, EpochStart, ReplicaConfig,
+    UsigStart,
+};
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, NodeId};
 use crate::message::canonical;
@@ -98,10 +101,47 @@ impl Reconfigure {
 
 /// Checks that `next` may follow `prev` (docs/protocol.md, "Valid successors"): same fault
 /// threshold, partitions, application, USIG mode, primary candidates, database nodes, clients
-/// and operator; the next epoch number; at least one group; and a configuration that is valid
-/// on its own (every partition served by one group, 2f+1 members per group on distinct machines
-/// and TPMs, enrolled identities).
+/// and operator; the next epoch number; at least one group; a configuration that is valid on
+/// its own (every partition served by one group, 2f+1 members per group on distinct machines
+/// and TPMs, enrolled identities, machine names that match their TPMs); and no machine name or
+/// TPM that `prev` knows otherwise.
 pub fn check_successor(prev: &ClusterConfig, next: &ClusterConfig) -> Result<(), ReconfigError> {
+    if next.config_epoch != prev.config_epoch + 1 {
+        return Err(invalid(
+            "config_epoch",
+            format!(
+                "must be {} (the epoch after {})",
+                prev.config_epoch + 1,
+                prev.config_epoch
+            ),
+        ));
+    }
+    let checked = descendant(prev, next)?;
+    // A machine is known by its TPM across the change too: a node of `next` may not name a
+    // machine that the running epoch knows with another TPM, nor a known TPM under another
+    // name.
+    if let Ok(directory) = usig::Directory::from_records(&prev.enrollments) {
+        let mut hosts = tpm_hosts(prev, &directory);
+        hosts.extend(tpm_hosts(next, &checked.directory));
+        check_machine_tpms(&hosts)?;
+    }
+    Ok(())
+}
+
+/// The rules of [`check_successor`] that hold across any number of epochs, for a client that
+/// missed some: what never changes online, at least one group, a configuration valid on its own,
+/// and replica ids that keep their identity, key and machine.
+pub fn check_descendant(prev: &ClusterConfig, next: &ClusterConfig) -> Result<(), ReconfigError> {
+    if next.config_epoch <= prev.config_epoch {
+        return Err(invalid(
+            "config_epoch",
+            format!("must be after {}", prev.config_epoch),
+        ));
+    }
+    descendant(prev, next).map(drop)
+}
+
+fn descendant(prev: &ClusterConfig, next: &ClusterConfig) -> Result<Cluster, ReconfigError> {
     let same = |field: &str, equal: bool| {
         if equal {
             Ok(())
@@ -136,16 +176,6 @@ pub fn check_successor(prev: &ClusterConfig, next: &ClusterConfig) -> Result<(),
             .collect()
     };
     same("primary", candidates(prev) == candidates(next))?;
-    if next.config_epoch != prev.config_epoch + 1 {
-        return Err(invalid(
-            "config_epoch",
-            format!(
-                "must be {} (the epoch after {})",
-                prev.config_epoch + 1,
-                prev.config_epoch
-            ),
-        ));
-    }
     if next.groups.is_empty() {
         return Err(invalid(
             "group",
@@ -165,8 +195,98 @@ pub fn check_successor(prev: &ClusterConfig, next: &ClusterConfig) -> Result<(),
             }
         }
     }
-    Cluster::new(next.clone())?;
-    Ok(())
+    Ok(Cluster::new(next.clone())?)
+}
+
+/// The next configuration's shape with replica `old` of `group` replaced by `new` (a VM identity
+/// serving in no group, with its USIG `enrollment` if the configuration lacks it), when a machine
+/// is retired or failed: the group keeps its id and partitions, `new` starts the next epoch from
+/// the configuration and the certified order book with its own fresh USIG state (as a new
+/// group's members do), and `old` finishes the closed epoch and stops. `new` must be on a
+/// machine the group does not use, the replaced member's included (it is the one leaving), and
+/// on a TPM none of the remaining members use; the result is checked as a successor of `prev`.
+pub fn replace_member(
+    prev: &ClusterConfig,
+    group: u32,
+    old: u32,
+    new: ReplicaConfig,
+    enrollment: Option<usig::EnrollmentRecord>,
+) -> Result<ClusterConfig, ReconfigError> {
+    let field = format!("group {group}");
+    if !prev.groups.iter().any(|g| g.id == group) {
+        return Err(invalid(
+            field,
+            format!(
+                "does not exist (groups: {:?})",
+                prev.groups.iter().map(|g| g.id).collect::<Vec<_>>()
+            ),
+        ));
+    }
+    let members: Vec<&ReplicaConfig> = prev.replicas.iter().filter(|r| r.group == group).collect();
+    let listed = || {
+        members
+            .iter()
+            .map(|r| format!("{} on {}", r.id, r.machine))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !members.iter().any(|r| r.id == old) {
+        return Err(invalid(
+            format!("replica {old}"),
+            format!("is not a member of group {group} (members: {})", listed()),
+        ));
+    }
+    if let Some(serving) = prev.replicas.iter().find(|r| r.id == new.id) {
+        return Err(invalid(
+            format!("replica {}", new.id),
+            format!(
+                "already serves in group {}: a replacement is a replica that serves in no group",
+                serving.group
+            ),
+        ));
+    }
+    if let Some(host) = members.iter().find(|r| r.machine == new.machine) {
+        let why = if host.id == old {
+            "is the replaced member's machine (the one being retired)".to_string()
+        } else {
+            format!("already hosts member {} of the group", host.id)
+        };
+        return Err(invalid(
+            format!("replica {}.machine", new.id),
+            format!(
+                "{} {why}: the members of a group must be on distinct machines; pick a \
+                 replacement on a machine group {group} does not use (members: {})",
+                new.machine,
+                listed()
+            ),
+        ));
+    }
+    let mut next = prev.clone();
+    next.config_epoch += 1;
+    let gone = members
+        .iter()
+        .find(|r| r.id == old)
+        .map(|r| r.usig)
+        .expect("a member");
+    next.enrollments.retain(|e| e.id != gone);
+    if let Some(e) = enrollment {
+        if !next.enrollments.iter().any(|x| x.id == e.id) {
+            next.enrollments.push(e);
+        }
+    }
+    // In the replaced member's place.
+    let slot = next
+        .replicas
+        .iter_mut()
+        .find(|r| r.id == old)
+        .expect("a member");
+    *slot = ReplicaConfig {
+        group,
+        rejoin: false,
+        ..new
+    };
+    check_successor(prev, &next)?;
+    Ok(next)
 }
 
 /// Whether two configurations have the same shape: everything but where the epoch starts

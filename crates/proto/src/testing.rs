@@ -58,19 +58,9 @@ impl TestCluster {
                 partitions: (0..partitions).filter(|p| p % groups == g).collect(),
             });
             for k in 1..=n {
-                let id = NodeId(100 * (g + 1) + k);
-                c.replicas.push(ReplicaConfig {
-                    id: id.0,
-                    group: g,
-                    addr: format!("sim:{}", id.0),
-                    machine: format!("m{k}"),
-                    usig: usig_id(id).0,
-                    usig_epoch: Some(1),
-                    usig_start: None,
-                    rejoin: false,
-                    public_key: node_key(id).public_key().to_hex(),
-                });
-                c.enrollments.push(enrollment(id));
+                let (replica, enrollment) = member(g, k);
+                c.replicas.push(replica);
+                c.enrollments.push(enrollment);
             }
         }
         for k in 1..=n {
@@ -86,6 +76,25 @@ impl TestCluster {
         let cluster = Cluster::new(c).expect("test cluster layout is valid");
         TestCluster { cluster }
     }
+}
+
+/// Member `k` of group `g` in the layout: replica 100(g+1)+k on machine mk, with its USIG
+/// enrollment. With k above 2f+1 it is a spare on a machine no member of the group uses (to
+/// replace one).
+pub fn member(g: u32, k: u32) -> (ReplicaConfig, EnrollmentRecord) {
+    let id = NodeId(100 * (g + 1) + k);
+    let replica = ReplicaConfig {
+        id: id.0,
+        group: g,
+        addr: format!("sim:{}", id.0),
+        machine: format!("m{k}"),
+        usig: usig_id(id).0,
+        usig_epoch: Some(1),
+        usig_start: None,
+        rejoin: false,
+        public_key: node_key(id).public_key().to_hex(),
+    };
+    (replica, enrollment(id))
 }
 
 /// Primary candidates in a test cluster.

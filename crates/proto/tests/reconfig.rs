@@ -1,13 +1,17 @@
 //! Bad input to online reconfiguration is refused with a clear reason and changes nothing
 //! (docs/protocol.md, "Valid successors"): RECONFIGUREs not signed by the operator or of another
 //! epoch, next configurations that change what cannot change online, put two members of a group
-//! on one machine, remove the last group, or leave a partition to a group that is gone; and
-//! certificates of the epoch's end that are short of f+1 per group or do not match.
+//! on one machine, remove the last group, or leave a partition to a group that is gone (or
+//! move one to a group that is not there); replacements of a member on a machine its group
+//! uses; and certificates of the epoch's end that are short of f+1 per group or do not match.
+//! Machines named against their TPM's evidence: `tpm_machines.rs` (real software TPMs).
 
 use proto::config::{Cluster, ClusterConfig};
-use proto::reconfig::{certified, check_successor, same_shape, ReconfigError};
-use proto::testing::{node_key, operator_key, TestCluster};
-use proto::{ConfigEpoch, EpochClose, NodeId, Reconfigure, Signature, View};
+use proto::reconfig::{
+    certified, check_successor, describe, replace_member, same_shape, ReconfigError,
+};
+use proto::testing::{member, node_key, operator_key, TestCluster};
+use proto::{ConfigEpoch, EpochClose, GroupId, NodeId, Reconfigure, Signature, View};
 use usig::MessageDigest;
 
 /// A two-group cluster that may change online, and the spare replicas of a third group.
@@ -126,6 +130,89 @@ fn unsafe_shapes_are_refused() {
     orphan.replicas.retain(|r| r.group != 1);
     let e = refusal(prev, &orphan);
     assert!(e.contains("served by no group"), "{e}");
+
+    // Partition 3 moved to group 2, which is not there (no members: it was removed, or never
+    // added).
+    let mut to_removed = prev.clone();
+    to_removed.config_epoch += 1;
+    for g in &mut to_removed.groups {
+        g.partitions.retain(|&p| p != 3);
+    }
+    to_removed.groups.push(proto::config::GroupConfig {
+        id: 2,
+        partitions: vec![3],
+    });
+    let e = refusal(prev, &to_removed);
+    assert!(
+        e.contains("group 2 replica") && e.contains("has 0 members"),
+        "{e}"
+    );
+}
+
+/// Replacing a member (a retired or failed machine): the group keeps its id and partitions, the
+/// newcomer takes the member's place; a newcomer on a machine the group uses (the replaced
+/// member's included), one that already serves, a replica that is not a member, or a group that
+/// does not exist is refused with the reason, and nothing changes.
+#[test]
+fn a_member_is_replaced_only_by_a_replica_on_a_machine_the_group_does_not_use() {
+    let (cluster, _) = operated();
+    let prev = &cluster.config;
+    // Group 0 is 101-103 on m1-m3; 104 is a spare for it on m4.
+    let (spare, enrollment) = member(0, 4);
+    let next = replace_member(prev, 0, 103, spare.clone(), Some(enrollment.clone())).unwrap();
+    check_successor(prev, &next).unwrap();
+    assert_eq!(next.config_epoch, prev.config_epoch + 1);
+    let members: Vec<(u32, &str)> = next
+        .replicas
+        .iter()
+        .filter(|r| r.group == 0)
+        .map(|r| (r.id, r.machine.as_str()))
+        .collect();
+    assert_eq!(members, vec![(101, "m1"), (102, "m2"), (104, "m4")]);
+    assert_eq!(next.groups, prev.groups, "the group keeps its partitions");
+    assert!(
+        !next.enrollments.iter().any(|e| e.id == 1103),
+        "the replaced identity leaves the directory"
+    );
+    assert_eq!(
+        describe(prev, &next),
+        vec!["group 0: replace replica 103 on m3 by 104 on m4".to_string()]
+    );
+    let next_cluster = Cluster::new(next.clone()).unwrap();
+    assert_eq!(next_cluster.group_of_replica(NodeId(104)), Some(GroupId(0)));
+    assert_eq!(next_cluster.group_of_replica(NodeId(103)), None);
+
+    let refused = |group: u32, old: u32, new: proto::config::ReplicaConfig| {
+        replace_member(prev, group, old, new, Some(enrollment.clone()))
+            .unwrap_err()
+            .to_string()
+    };
+    // On a machine another member uses.
+    let mut crowded = spare.clone();
+    crowded.machine = "m1".into();
+    let e = refused(0, 103, crowded);
+    assert!(
+        e.contains("replica 104.machine") && e.contains("already hosts member 101"),
+        "{e}"
+    );
+    // On the machine of the member it replaces (the one being retired).
+    let mut same = spare.clone();
+    same.machine = "m3".into();
+    let e = refused(0, 103, same);
+    assert!(e.contains("replaced member's machine"), "{e}");
+    // A replica that serves already, one that is not a member, a group that does not exist.
+    let (serving, _) = member(1, 1);
+    let e = refused(0, 103, serving);
+    assert!(e.contains("already serves in group 1"), "{e}");
+    let e = refused(0, 201, spare.clone());
+    assert!(e.contains("replica 201: is not a member of group 0"), "{e}");
+    let e = refused(5, 103, spare.clone());
+    assert!(e.contains("group 5: does not exist"), "{e}");
+    // Without its enrollment the newcomer names an identity the directory does not know.
+    let e = replace_member(prev, 0, 103, spare, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("usig"), "{e}");
 }
 
 fn close(replica: u32, slot: u64, book: &[u8]) -> EpochClose {

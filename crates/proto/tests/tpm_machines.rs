@@ -139,3 +139,74 @@ fn pinned_ek_roots_admit_only_tpms_they_certified() {
     garbage.ek_roots = vec!["not a certificate".into()];
     assert!(error(garbage).starts_with("ek_roots[0]"));
 }
+
+/// With TPMs a machine is known by its TPM: a replacement that names a machine its TPM is not
+/// (a known machine's name on another TPM, a known TPM under a new name, in the same epoch or
+/// across the change) is refused as an unknown machine, and so is a replacement on a TPM
+/// another member of the group uses.
+#[test]
+fn a_replacement_on_an_unknown_machine_or_a_shared_tpm_is_refused() {
+    use proto::reconfig::replace_member;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = usig_ids();
+    let (replaced, newcomer) = (ids[5], 1104);
+    // Candidates and replicas 101 and 102 on a TPM each; 103 on a TPM that can also host the
+    // newcomer's identity.
+    let machines: Vec<_> = ids[..5]
+        .iter()
+        .map(|&id| machine(&dir.path().join(format!("u{id}")), &[id], None))
+        .collect();
+    let mut records: Vec<EnrollmentRecord> = machines.iter().flat_map(|(_, r)| r.clone()).collect();
+    let (_m3, on_m3) = machine(&dir.path().join("m3"), &[replaced, newcomer], None);
+    records.push(on_m3[0].clone());
+    let prev = config(records.clone());
+    Cluster::new(prev.clone()).expect("a TPM for every machine");
+    let (spare, _) = proto::testing::member(0, 4);
+    let replace = |machine: &str, record: &EnrollmentRecord| {
+        let mut new = spare.clone();
+        new.machine = machine.into();
+        replace_member(&prev, 0, 103, new, Some(record.clone()))
+    };
+
+    // On a TPM of its own on a new machine: accepted.
+    let (_m4, on_m4) = machine(&dir.path().join("m4"), &[newcomer], None);
+    replace("m4", &on_m4[0]).expect("a new machine with its own TPM");
+
+    // A known machine's name (candidate 1's p1) on another TPM.
+    let e = replace("p1", &on_m4[0]).unwrap_err().to_string();
+    assert!(
+        e.contains("replica 104.machine: p1 is known as the machine of TPM")
+            && e.contains("the machine is unknown under that name"),
+        "{e}"
+    );
+    // Candidate 0's TPM under a new name.
+    let (_p0, on_p0) = machine(&dir.path().join("p0"), &[ids[0], newcomer], None);
+    let mut prev_p0 = prev.clone();
+    prev_p0.enrollments[0] = on_p0[0].clone();
+    Cluster::new(prev_p0.clone()).expect("candidate 0 on its TPM");
+    let mut new = spare.clone();
+    new.machine = "m9".into();
+    let e = replace_member(&prev_p0, 0, 103, new, Some(on_p0[1].clone()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("replica 104.machine: says m9") && e.contains("one TPM is one machine"),
+        "{e}"
+    );
+    // The retired machine's TPM under a new name: only the running epoch knows it (103 leaves).
+    let e = replace("m7", &on_m3[1]).unwrap_err().to_string();
+    assert!(
+        e.contains("replica 104.machine: says m7") && e.contains("which is machine m3"),
+        "{e}"
+    );
+    // On the TPM of a member that stays (replica 101's), whatever the machine is called.
+    let (_m1, on_m1) = machine(&dir.path().join("m1"), &[ids[3], newcomer], None);
+    let mut prev_m1 = prev.clone();
+    prev_m1.enrollments[3] = on_m1[0].clone();
+    let mut new = spare.clone();
+    new.machine = "m8".into();
+    let e = replace_member(&prev_m1, 0, 103, new, Some(on_m1[1].clone()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("replica 104.usig: shares a TPM"), "{e}");
+}

@@ -10,7 +10,7 @@ use group::order::OrderBook;
 use group::render::Renderer;
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::{Cluster, ClusterConfig, GroupConfig, ReplicaConfig};
-use proto::reconfig::{check_successor, EpochStarted, PositionReport};
+use proto::reconfig::{check_successor, replace_member, EpochStarted, PositionReport};
 use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
     ClientId, ConfigRequest, Configure, GroupId, Message, NodeId, PartitionId, PartitionRule,
@@ -108,12 +108,16 @@ pub struct Scenario {
 }
 
 /// A reconfiguration: the next shape as every group's id and partitions. A group that exists
-/// keeps its members; a new one takes the replicas of that group id in the layout (spares, or
-/// the members it had before it was removed).
+/// keeps its members, but for those `replace` names; a new one takes the replicas of that group
+/// id in the layout (spares, or the members it had before it was removed).
 #[derive(Clone, Debug)]
 pub struct Reshape {
     pub at: u64,
     pub groups: Vec<(u32, Vec<PartitionId>)>,
+    /// Members replaced (a retired or failed machine): (member, newcomer), the newcomer being
+    /// the layout's replica 100(g+1)+k on machine mk ([`proto::testing::member`]) for a k the
+    /// group does not use, with a fresh USIG.
+    pub replace: Vec<(NodeId, NodeId)>,
 }
 
 impl Scenario {
@@ -680,6 +684,21 @@ impl World {
     /// the position they stopped at if they served before).
     fn next_shape(&self, reshape: &Reshape) -> ClusterConfig {
         let current = &self.operator.current.config;
+        // Replacements first, with the same function as `cloudbft group replace`.
+        let mut base = current.clone();
+        for &(old, new) in &reshape.replace {
+            let group = base
+                .replicas
+                .iter()
+                .find(|r| r.id == old.0)
+                .map(|r| r.group)
+                .expect("the scenario replaces a member");
+            let (spare, enrollment) = proto::testing::member(new.0 / 100 - 1, new.0 % 100);
+            base = replace_member(&base, group, old.0, spare, Some(enrollment))
+                .expect("the scenario's replacement is valid");
+            base.config_epoch = current.config_epoch;
+        }
+        let current = &base;
         let mut next = current.clone();
         next.config_epoch += 1;
         next.groups = reshape
@@ -717,7 +736,8 @@ impl World {
                     .collect()
             })
             .collect();
-        check_successor(current, &next).expect("the scenario's next shape is a valid successor");
+        check_successor(&self.operator.current.config, &next)
+            .expect("the scenario's next shape is a valid successor");
         next
     }
 

@@ -48,7 +48,7 @@ pub fn render(operation: &[u8], result: &[u8]) -> (&'static str, String) {
                     ("o_id", "Order number", o_id.to_string()),
                 ],
             );
-            status(&mut out, "Execution Status: Item number is not valid");
+            status(&mut out, ROLLED_BACK);
             out
         }
         (TpccOp::Payment(_), TpccResult::Payment(r)) => payment(r),
@@ -59,13 +59,42 @@ pub fn render(operation: &[u8], result: &[u8]) -> (&'static str, String) {
             let mut out = String::new();
             status(
                 &mut out,
-                &format!("The input {field} is not valid: {problem}. Nothing was changed."),
+                &format!("The input {field} is not valid: {problem}. {NOTHING_CHANGED}"),
             );
             out
         }
         _ => return unreadable(),
     };
     (op.kind().name(), body)
+}
+
+/// The status of a New-Order rolled back by its unused item (clause 2.4.3.4).
+const ROLLED_BACK: &str = "Execution Status: Item number is not valid";
+/// How the Invalid screen ends.
+const NOTHING_CHANGED: &str = "Nothing was changed.";
+
+/// What an accepted page says happened, as a load driver reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// The transaction ran.
+    Done,
+    /// A New-Order rolled back by its unused item (about 1% of them, by design).
+    RolledBack,
+    /// The Invalid screen: the input was refused and nothing changed (generated input never
+    /// is).
+    Refused,
+}
+
+/// Reads which of [`Shown`] a rendered page is.
+pub fn shown(page: &[u8]) -> Shown {
+    let page = String::from_utf8_lossy(page);
+    if page.contains(NOTHING_CHANGED) {
+        Shown::Refused
+    } else if page.contains(ROLLED_BACK) {
+        Shown::RolledBack
+    } else {
+        Shown::Done
+    }
 }
 
 fn unreadable() -> (&'static str, String) {
@@ -524,6 +553,9 @@ mod tests {
         assert_eq!(text_of(&body, "o_id"), "3002");
         assert_eq!(text_of(&body, "c_credit"), "BC");
         assert_eq!(text_of(&body, "c_last"), "OUGHTABLE");
+        assert_eq!(shown(body.as_bytes()), Shown::RolledBack);
+        let (_, done) = page(&new_order_op(), &new_order_result("Widget"));
+        assert_eq!(shown(done.as_bytes()), Shown::Done);
     }
 
     #[test]
@@ -677,6 +709,7 @@ mod tests {
             "The input ol_quantity_1 is not valid: 11 is out of range: use 1 to 10. \
              Nothing was changed."
         );
+        assert_eq!(shown(body.as_bytes()), Shown::Refused);
         let unreadable = "The database nodes returned an unreadable result.";
         let (title, body) = render(&new_order_op().encode(), b"\xff\xff");
         assert_eq!((title, text_of(&body, "status")), ("Error", unreadable));

@@ -128,9 +128,8 @@ impl Configs {
             return Err(Refused::NotNewer);
         }
         // An endpoint that missed epochs checks what stays the same across any number of them.
-        let mut check = current.config.clone();
-        check.config_epoch = next.config_epoch - 1;
-        proto::reconfig::check_successor(&check, &next).map_err(|e| invalid(e.to_string()))?;
+        proto::reconfig::check_descendant(&current.config, &next)
+            .map_err(|e| invalid(e.to_string()))?;
         let next = Arc::new(Cluster::new(next).map_err(|e| invalid(e.to_string()))?);
         let destinations = destinations(&next);
         let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);

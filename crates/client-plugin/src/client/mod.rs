@@ -82,8 +82,9 @@ impl ClientOptions {
 pub struct Accepted {
     /// The page, exactly as f+1 members of `group` rendered and signed it.
     pub page: Vec<u8>,
-    /// The group whose members vouched for it.
+    /// The group whose members vouched for it, and the configuration epoch they served it in.
     pub group: GroupId,
+    pub config_epoch: proto::ConfigEpoch,
     /// The identity that sent the request.
     pub client: ClientId,
     /// The request's timestamp.
@@ -301,7 +302,7 @@ impl ClientEndpoint {
                         continue;
                     };
                     match tally.add(reply, &cluster) {
-                        Ok(Counted::Accepted { group, page, disagreeing }) => {
+                        Ok(Counted::Accepted { epoch, group, page, disagreeing }) => {
                             if disagreeing > 0 {
                                 recorder.disagreeing(disagreeing);
                             }
@@ -312,6 +313,7 @@ impl ClientEndpoint {
                             return Ok(Accepted {
                                 page,
                                 group,
+                                config_epoch: epoch,
                                 client,
                                 timestamp,
                                 latency,

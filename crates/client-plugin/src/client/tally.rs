@@ -3,17 +3,20 @@
 //! A page is accepted once f+1 distinct members of one group sent it, byte for byte, each reply
 //! signed by its replica. Among any f+1 members of a group at least one is correct, so the
 //! accepted page is one a correct replica rendered. Votes of different groups never add up (two
-//! groups' f+1 can be one faulty replica in each), and a replica counts once, with the first page
-//! it sent.
+//! groups' f+1 can be one faulty replica in each), nor votes of one group in two configuration
+//! epochs (a group whose member was replaced keeps its id, and each epoch's members may hold f
+//! faulty ones: the replaced member and its replacement are not f+1 of any group); a replica
+//! counts once, with the first page it sent.
 
 use super::metrics::RejectReason;
 use proto::config::Cluster;
-use proto::{ClientId, GroupId, NodeId, Reply};
+use proto::{ClientId, ConfigEpoch, GroupId, NodeId, Reply};
 use std::collections::BTreeMap;
 
-/// What a replica vouched for.
+/// What a replica vouched for, as a member of `group` in configuration epoch `epoch`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Vote {
+    epoch: ConfigEpoch,
     group: GroupId,
     page: Vec<u8>,
 }
@@ -24,6 +27,7 @@ pub(crate) enum Counted {
     /// The reply completed a quorum. `disagreeing` is the number of recorded votes for another
     /// page (or group), which the quorum just outvoted.
     Accepted {
+        epoch: ConfigEpoch,
         group: GroupId,
         page: Vec<u8>,
         disagreeing: u64,
@@ -63,9 +67,10 @@ impl Tally {
         }
     }
 
-    /// Counts `reply`. Checks, in this order: that it answers this request; whether it repeats
-    /// something already known (no signature check needed: it cannot change the outcome); that
-    /// its replica belongs to its group and signed it. Only then does it vote.
+    /// Counts `reply`, with `cluster` the configuration of the reply's epoch. Checks, in this
+    /// order: that it answers this request; whether it repeats something already known (no
+    /// signature check needed: it cannot change the outcome); that its replica belongs to its
+    /// group in that epoch and signed it. Only then does it vote.
     pub(crate) fn add(&mut self, reply: Reply, cluster: &Cluster) -> Result<Counted, RejectReason> {
         if reply.client != self.client {
             return Err(RejectReason::UnknownClient);
@@ -73,7 +78,9 @@ impl Tally {
         if reply.timestamp != self.timestamp {
             return Err(RejectReason::WrongTimestamp);
         }
-        let matches = |vote: &Vote| vote.group == reply.group && vote.page == reply.page;
+        let matches = |vote: &Vote| {
+            vote.epoch == reply.config_epoch && vote.group == reply.group && vote.page == reply.page
+        };
         if self.accepted.as_ref().is_some_and(matches) {
             return Ok(Counted::Late);
         }
@@ -97,12 +104,14 @@ impl Tally {
             // that is not the accepted one. Only the first vote of a replica is kept, so a
             // faulty replica cannot vote for two pages.
             self.votes.entry(reply.replica).or_insert(Vote {
+                epoch: reply.config_epoch,
                 group: reply.group,
                 page: reply.page,
             });
             return Ok(Counted::Disagreeing);
         }
         let vote = Vote {
+            epoch: reply.config_epoch,
             group: reply.group,
             page: reply.page,
         };
@@ -112,9 +121,10 @@ impl Tally {
             return Ok(Counted::Recorded);
         }
         let disagreeing = self.votes.values().filter(|v| **v != vote).count() as u64;
-        let Vote { group, page } = vote.clone();
+        let Vote { epoch, group, page } = vote.clone();
         self.accepted = Some(vote);
         Ok(Counted::Accepted {
+            epoch,
             group,
             page,
             disagreeing,
@@ -155,7 +165,17 @@ mod tests {
     }
 
     fn accepted(page: &str, group: u32, disagreeing: u64) -> Result<Counted, RejectReason> {
+        accepted_in(1, page, group, disagreeing)
+    }
+
+    fn accepted_in(
+        epoch: u64,
+        page: &str,
+        group: u32,
+        disagreeing: u64,
+    ) -> Result<Counted, RejectReason> {
         Ok(Counted::Accepted {
+            epoch: ConfigEpoch(epoch),
             group: GroupId(group),
             page: page.as_bytes().to_vec(),
             disagreeing,
@@ -180,6 +200,50 @@ mod tests {
         assert_eq!(t.add(reply(101, 0, "p"), &c), Ok(Counted::Recorded));
         assert_eq!(t.add(reply(201, 1, "p"), &c), Ok(Counted::Recorded));
         assert_eq!(t.add(reply(202, 1, "p"), &c), accepted("p", 1, 1));
+    }
+
+    /// Group 0 is 101-103 in epoch 1 and 101, 102, 104 in epoch 2 (103 replaced by 104). A
+    /// faulty 103 in epoch 1 and a faulty 104 in epoch 2 are each within their epoch's f, and
+    /// together they must not make f+1 for a page.
+    #[test]
+    fn votes_of_one_group_in_two_epochs_never_add_up() {
+        let first = cluster();
+        let mut config = first.config.clone();
+        config.config_epoch = 2;
+        let (newcomer, enrollment) = proto::testing::member(0, 4);
+        config.enrollments.push(enrollment);
+        let slot = config.replicas.iter_mut().find(|r| r.id == 103).unwrap();
+        *slot = newcomer;
+        let second = Cluster::new(config).unwrap();
+        let in_epoch = |epoch: u64, replica: u32, page: &str| {
+            Reply {
+                config_epoch: ConfigEpoch(epoch),
+                ..reply(replica, 0, page)
+            }
+            .sign(&node_key(NodeId(replica)))
+        };
+        let mut t = Tally::new(CLIENT, TS, 1);
+        assert_eq!(
+            t.add(in_epoch(1, 103, "evil"), &first),
+            Ok(Counted::Recorded)
+        );
+        assert_eq!(
+            t.add(in_epoch(2, 104, "evil"), &second),
+            Ok(Counted::Recorded)
+        );
+        // Each epoch's member counts against its own epoch's membership only.
+        assert_eq!(
+            t.add(in_epoch(2, 103, "evil"), &second),
+            Err(RejectReason::NotMember)
+        );
+        assert_eq!(
+            t.add(in_epoch(1, 101, "good"), &first),
+            Ok(Counted::Recorded)
+        );
+        assert_eq!(
+            t.add(in_epoch(1, 102, "good"), &first),
+            accepted_in(1, "good", 0, 2)
+        );
     }
 
     #[test]

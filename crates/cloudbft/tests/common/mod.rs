@@ -324,3 +324,41 @@ pub fn restart(config: &Path, args: &[String], log: &str) -> Restarted {
         args: args.to_vec(),
     }
 }
+
+/// Runs `cloudbft <args>` and returns what it printed; panics with its output if it fails.
+pub fn cloudbft(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running cloudbft");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cloudbft {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Independently of any driver's own verification, on a stopped cluster: every database node
+/// of `config` passes the twelve TPC-C consistency conditions (`cloudbft tpcc check`) and all
+/// their digests (`cloudbft tpcc digest`) are equal. Returns the digest.
+pub fn tpcc_consistent(config: &Path) -> String {
+    let cluster = Cluster::load(config).unwrap();
+    let mut digests = Vec::new();
+    for node in &cluster.config.db_nodes {
+        let db = node.database.as_str();
+        let check = cloudbft(&["tpcc", "check", "--db", db]);
+        assert_eq!(
+            check.lines().filter(|l| l.starts_with("PASS")).count(),
+            12,
+            "database node {}: {check}",
+            node.id
+        );
+        digests.push(cloudbft(&["tpcc", "digest", "--db", db]).trim().to_string());
+    }
+    assert_eq!(digests[0].len(), 64);
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+    digests.swap_remove(0)
+}
