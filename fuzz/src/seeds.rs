@@ -505,7 +505,12 @@ impl Seeds {
         let mut joined = fresh.clone();
         assert!(joined.join(cluster, &self.join), "the seed JOIN is valid");
         let mut ordered = joined.clone();
-        ordered.order(cluster, &testing::BytesArePartitions, &self.prepare);
+        ordered.order(
+            cluster,
+            &testing::BytesArePartitions,
+            &self.prepare,
+            &|_| false,
+        );
         vec![fresh.encode(), joined.encode(), ordered.encode()]
     }
 }
