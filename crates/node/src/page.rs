@@ -32,6 +32,16 @@ pub enum PageMode {
     Burn,
 }
 
+impl PageMode {
+    /// The mode's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageMode::Sleep => "sleep",
+            PageMode::Burn => "burn",
+        }
+    }
+}
+
 impl std::str::FromStr for PageMode {
     type Err = String;
 
@@ -56,6 +66,8 @@ pub struct PageStage {
     /// Pages waiting for a worker, and pages being worked on (for the metrics).
     queued: Arc<AtomicUsize>,
     busy: Arc<AtomicUsize>,
+    /// Where each page's time in the queue and at a worker is recorded, if anywhere.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl PageStage {
@@ -67,7 +79,14 @@ impl PageStage {
             workers: Arc::new(Semaphore::new(workers.max(1))),
             queued: Arc::default(),
             busy: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Records each page's wait and work in `metrics` (stages `page_queue`, `page_work`).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> PageStage {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Whether pages go out at once (a zero duration: no stage).
@@ -97,6 +116,7 @@ impl PageStage {
             return Duration::ZERO;
         };
         let waited = queued.elapsed();
+        let working = Instant::now();
         self.busy.fetch_add(1, Ordering::Relaxed);
         match self.mode {
             PageMode::Sleep => tokio::time::sleep(self.duration).await,
@@ -107,6 +127,10 @@ impl PageStage {
             }
         }
         self.busy.fetch_sub(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.stage(crate::metrics::Stage::PageQueue, waited);
+            m.stage(crate::metrics::Stage::PageWork, working.elapsed());
+        }
         waited
     }
 }
