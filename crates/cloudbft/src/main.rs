@@ -7,6 +7,7 @@ mod elastic;
 mod gateway_cmd;
 mod keygen;
 mod launch;
+mod measure;
 mod nodes;
 mod operator;
 mod overload;
