@@ -5,7 +5,7 @@
 use crate::app::AppKind;
 use crate::epoch::Epochs;
 use crate::metrics::{self, Metrics, Stage, Timings};
-use crate::page::{PageMode, PageStage};
+use crate::page::{Admit, PageMode, PageStage};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
@@ -653,18 +653,27 @@ async fn drain(pages: &PageStage, peers: &Peers) {
     tracing::warn!("stopping with replies still queued (a client unreachable?)");
 }
 
-/// Sends a REPLY once its page went through the page stage (at once without one).
+/// Sends a REPLY once its page went through the page stage (at once without one, or when the
+/// page went through before: the core sends a cached REPLY again for a client's retransmission).
 fn send_reply(peers: &Peers, reply: proto::Reply, pages: &PageStage) {
-    let client = reply.client;
-    if pages.is_instant() {
-        peers.to_client(client, &Message::Reply(reply));
-        return;
+    let (client, timestamp) = (reply.client, reply.timestamp);
+    let admit = if pages.is_instant() {
+        Admit::Rendered
+    } else {
+        pages.admit(client, timestamp)
+    };
+    match admit {
+        Admit::Rendered => peers.to_client(client, &Message::Reply(reply)),
+        Admit::InStage => {}
+        Admit::Render => {
+            let (peers, pages) = (peers.clone(), pages.clone());
+            tokio::spawn(async move {
+                pages.render().await;
+                pages.rendered(client, timestamp);
+                peers.to_client(client, &Message::Reply(reply));
+            });
+        }
     }
-    let (peers, pages) = (peers.clone(), pages.clone());
-    tokio::spawn(async move {
-        pages.render().await;
-        peers.to_client(client, &Message::Reply(reply));
-    });
 }
 
 fn reject_label(reject: &Reject) -> &'static str {
