@@ -84,6 +84,11 @@ pub struct MachineLoad {
     pub cpu_busy: f64,
     pub cpu_ours: f64,
     pub cpu_others: f64,
+    /// The other processes that took the most CPU over the window, by command name, as shares
+    /// of the machine (only processes alive at both ends are seen: a build's short-lived
+    /// compiler processes are mostly missed, which is why this can sum to less than
+    /// `cpu_others`).
+    pub others_top: Vec<(String, f64)>,
 }
 
 /// A CPU-time reading at the start of a window.
@@ -93,6 +98,8 @@ pub struct CpuSample {
     ours_ticks: u64,
     loadavg: f64,
     samples: Vec<f64>,
+    /// Every process's (command, ticks) at the start.
+    everyone: BTreeMap<u32, (String, u64)>,
 }
 
 impl CpuSample {
@@ -105,6 +112,7 @@ impl CpuSample {
             ours_ticks: process_ticks(pids),
             loadavg,
             samples: vec![loadavg],
+            everyone: all_processes(),
         }
     }
 
@@ -128,6 +136,25 @@ impl CpuSample {
         let busy = share(machine_busy_ticks().saturating_sub(self.busy_ticks));
         let ours = share(process_ticks(pids).saturating_sub(self.ours_ticks));
         let n = self.samples.len().max(1) as f64;
+        let own: Vec<u32> = std::iter::once(std::process::id())
+            .chain(pids.iter().copied())
+            .collect();
+        let mut by_command: BTreeMap<String, u64> = BTreeMap::new();
+        for (pid, (command, ticks)) in all_processes() {
+            if own.contains(&pid) {
+                continue;
+            }
+            if let Some((c, before)) = self.everyone.get(&pid).filter(|(c, _)| *c == command) {
+                *by_command.entry(c.clone()).or_default() += ticks.saturating_sub(*before);
+            }
+        }
+        let mut others_top: Vec<(String, f64)> = by_command
+            .into_iter()
+            .map(|(c, t)| (c, share(t)))
+            .filter(|(_, s)| *s >= 0.005)
+            .collect();
+        others_top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        others_top.truncate(3);
         MachineLoad {
             cores,
             loadavg_1m_start: self.loadavg,
@@ -136,6 +163,7 @@ impl CpuSample {
             cpu_busy: busy,
             cpu_ours: ours.min(busy),
             cpu_others: (busy - ours).max(0.0),
+            others_top,
         }
     }
 }
@@ -180,17 +208,33 @@ fn machine_busy_ticks() -> u64 {
 fn process_ticks(pids: &[u32]) -> u64 {
     std::iter::once(std::process::id())
         .chain(pids.iter().copied())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // The command name may hold spaces: fields count from after its closing parenthesis.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-            let utime: u64 = fields.get(11)?.parse().ok()?;
-            let stime: u64 = fields.get(12)?.parse().ok()?;
-            Some(utime + stime)
-        })
+        .filter_map(|pid| Some(process(pid)?.1))
         .sum()
+}
+
+/// A process's command name and its user and system ticks (all its threads).
+fn process(pid: u32) -> Option<(String, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: it ends at the last ')'.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let command = head.split_once('(')?.1.to_string();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((command, utime + stime))
+}
+
+/// Every process's command name and ticks.
+fn all_processes() -> BTreeMap<u32, (String, u64)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, process(pid)?)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -232,5 +276,6 @@ mod tests {
         assert!(load.cores >= 1);
         assert!(load.cpu_ours > 0.0, "{load:?}");
         assert!(load.cpu_ours <= load.cpu_busy + 1e-9, "{load:?}");
+        assert!(load.others_top.len() <= 3, "{load:?}");
     }
 }

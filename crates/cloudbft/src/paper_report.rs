@@ -91,6 +91,8 @@ struct Load {
     loadavg_1m_max: f64,
     cpu_busy: f64,
     cpu_others: f64,
+    #[serde(default)]
+    others_top: Vec<(String, f64)>,
 }
 
 /// A planned run and its result, if it ran.
@@ -522,17 +524,38 @@ fn machine(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "**These results were measured on a loaded machine.** In {} of {} runs other \
-             processes (other engineers' builds and tests) took more than {} of its CPU, at most \
-             {} in `{}`; the load average (which counts the run's own processes too) was \
-             {mean_load:.1} on average and {max_load:.1} at most. Those runs are marked in the \
-             appendix; figures that depend on them are distorted by an amount these numbers \
-             bound only roughly.\n",
+             processes took more than {} of its CPU, at most {} in `{}`; the load average \
+             (which counts the run's own processes too) was {mean_load:.1} on average and \
+             {max_load:.1} at most. {}Those runs are marked in the appendix; figures that depend \
+             on them are distorted by an amount these numbers bound only roughly.\n",
             busy.len(),
             loads.len(),
             pct(LOADED),
             pct(worst.1.cpu_others),
-            worst.0.name
+            worst.0.name,
+            others_named(&loads)
         );
+    }
+}
+
+/// The other processes that took the most CPU over all runs (as far as the runs saw them).
+fn others_named(loads: &[(&Planned, &Load)]) -> String {
+    let mut by: BTreeMap<&str, f64> = BTreeMap::new();
+    for (_, l) in loads {
+        for (command, share) in &l.others_top {
+            *by.entry(command.as_str()).or_default() += share;
+        }
+    }
+    let mut top: Vec<(&str, f64)> = by.into_iter().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let names: Vec<String> = top.iter().take(4).map(|(c, _)| format!("`{c}`")).collect();
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "The busiest other processes the runs saw were {}. ",
+            names.join(", ")
+        )
     }
 }
 
