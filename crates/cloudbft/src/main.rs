@@ -9,9 +9,12 @@ mod elastic;
 mod gateway_cmd;
 mod keygen;
 mod launch;
+mod measure;
 mod nodes;
 mod operator;
 mod overload;
+mod paper;
+mod paper_report;
 mod place_cmd;
 mod provider;
 mod reconfigure_cmd;
@@ -78,6 +81,9 @@ enum Command {
     /// Run a load ramp against a fresh cluster with fixed groups or the autoscaler, and record
     /// throughput, p95 and groups over time (JSON and SVG).
     Elastic(elastic::ElasticArgs),
+    /// Reproduce the paper's evaluation (Figs 5-11): run its experiments into a results
+    /// directory, and write the report with its plots from one.
+    Paper(paper::PaperArgs),
     /// Plan or check where nodes run (anti-affinity), write Terraform variables, scale a cloud.
     Place(place_cmd::PlaceArgs),
 }
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
             | Command::Partition(_)
             | Command::Autoscale(_)
             | Command::Elastic(_)
+            | Command::Paper(_)
     );
     let default = if quiet {
         "warn,net=error"
@@ -152,6 +159,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Autoscale(args) => autoscale::autoscale(args),
         Command::Elastic(args) => elastic::elastic(args),
         Command::Place(args) => place_cmd::place(args),
+        Command::Paper(args) => paper::paper(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

@@ -87,17 +87,13 @@ pub struct PageArgs {
 impl PageArgs {
     /// The flags again, for a replica process the launcher starts.
     pub fn to_args(&self) -> Vec<String> {
-        let mode = match self.page_mode {
-            node::page::PageMode::Sleep => "sleep",
-            node::page::PageMode::Burn => "burn",
-        };
         vec![
             "--page-delay-ms".into(),
             self.page_delay_ms.to_string(),
             "--page-workers".into(),
             self.page_workers.to_string(),
             "--page-mode".into(),
-            mode.into(),
+            self.page_mode.name().into(),
         ]
     }
 }

@@ -167,3 +167,354 @@ pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> 
     svg.push_str("</svg>\n");
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
 }
+
+/// One line of an x-y plot: a legend, its points, and whether it is a dashed reference line
+/// (a bound, a guideline) rather than a measurement (drawn with markers).
+pub struct Series<'a> {
+    pub label: &'a str,
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+/// A round step of about `span / 5`: 1, 2 or 5 times a power of ten.
+fn nice_step(span: f64) -> f64 {
+    let raw = (span / 5.0).max(1e-9);
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|&s| s >= raw)
+        .unwrap_or(10.0 * power)
+}
+
+/// A tick label without needless decimals.
+fn tick(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else if (v * 10.0 - (v * 10.0).round()).abs() < 1e-9 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Axes from 0 to a round number above `max`, with grid lines: returns the SVG so far and the
+/// axes' top values.
+fn axes(title: &str, x_label: &str, y_label: &str, x_max: f64, y_max: f64) -> (String, f64, f64) {
+    let (x_step, y_step) = (nice_step(x_max), nice_step(y_max));
+    let x_top = (x_max / x_step).ceil().max(1.0) * x_step;
+    let y_top = (y_max / y_step).ceil().max(1.0) * y_step;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{}</text>\n",
+        escape(title)
+    );
+    let x = |v: f64| M + v / x_top * (W - 2.0 * M);
+    let y = |v: f64| H - M - v / y_top * (H - 2.0 * M);
+    let mut v = 0.0;
+    while v <= x_top + 1e-9 {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" y1=\"{M}\" x2=\"{0:.1}\" y2=\"{1:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{0:.1}\" y=\"{2:.1}\" text-anchor=\"middle\">{3}</text>",
+            x(v),
+            H - M,
+            H - M + 16.0,
+            tick(v)
+        );
+        v += x_step;
+    }
+    let mut v = 0.0;
+    while v <= y_top + 1e-9 {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{M}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{2:.1}\" y=\"{3:.1}\" text-anchor=\"end\">{4}</text>",
+            y(v),
+            W - M,
+            M - 4.0,
+            y(v) + 4.0,
+            tick(v)
+        );
+        v += y_step;
+    }
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{M}\" y=\"{M}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#999\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
+         <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {:.1})\">{}</text>",
+        W - 2.0 * M,
+        H - 2.0 * M,
+        W / 2.0,
+        H - 12.0,
+        escape(x_label),
+        H / 2.0,
+        H / 2.0,
+        escape(y_label)
+    );
+    (svg, x_top, y_top)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Writes an x-y plot with linear axes from 0: measured series as lines with markers,
+/// reference series dashed, a legend in the top left corner.
+pub fn write_xy(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<()> {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let x_max = all().map(|p| p.0).fold(1e-9, f64::max);
+    let y_max = all().map(|p| p.1).fold(1e-9, f64::max);
+    let (mut svg, x_top, y_top) = axes(title, x_label, y_label, x_max, y_max);
+    let x = |v: f64| M + v / x_top * (W - 2.0 * M);
+    let y = |v: f64| H - M - v / y_top * (H - 2.0 * M);
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let points: String = s
+            .points
+            .iter()
+            .map(|&(a, b)| format!("{:.1},{:.1} ", x(a), y(b)))
+            .collect();
+        let dash = if s.dashed {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{points}\"/>"
+        );
+        if !s.dashed {
+            for &(a, b) in &s.points {
+                let _ = writeln!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>",
+                    x(a),
+                    y(b)
+                );
+            }
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
+            M + 8.0,
+            M + 16.0 * (i as f64 + 1.0),
+            escape(s.label)
+        );
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes horizontal bars, each made of named segments laid end to end (a segment's colour is
+/// the same in every bar), with the segments' values written in them and a legend below.
+pub fn write_stacked_bars(
+    path: &Path,
+    title: &str,
+    unit: &str,
+    bars: &[(&str, Vec<(&str, f64)>)],
+) -> Result<()> {
+    const BAR: f64 = 44.0;
+    const LEFT: f64 = 130.0;
+    let mut names: Vec<&str> = Vec::new();
+    for (_, segments) in bars {
+        for (name, _) in segments {
+            if !names.contains(name) {
+                names.push(name);
+            }
+        }
+    }
+    let total_max = bars
+        .iter()
+        .map(|(_, s)| s.iter().map(|(_, v)| v.max(0.0)).sum::<f64>())
+        .fold(1e-9, f64::max);
+    let step = nice_step(total_max);
+    let top_value = (total_max / step).ceil().max(1.0) * step;
+    let legend_rows = names.len().div_ceil(3);
+    let height = M + BAR * 1.5 * bars.len() as f64 + 40.0 + 18.0 * legend_rows as f64;
+    let x = |v: f64| LEFT + v / top_value * (W - LEFT - 20.0);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{}</text>\n",
+        escape(title)
+    );
+    let axis_y = M + BAR * 1.5 * bars.len() as f64;
+    let mut v = 0.0;
+    while v <= top_value + 1e-9 {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" y1=\"{M}\" x2=\"{0:.1}\" y2=\"{axis_y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{0:.1}\" y=\"{1:.1}\" text-anchor=\"middle\">{2} {unit}</text>",
+            x(v),
+            axis_y + 14.0,
+            tick(v)
+        );
+        v += step;
+    }
+    for (i, (label, segments)) in bars.iter().enumerate() {
+        let top = M + BAR * 1.5 * i as f64 + BAR * 0.25;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            LEFT - 6.0,
+            top + BAR / 2.0 + 4.0,
+            escape(label)
+        );
+        let mut at = 0.0;
+        for (name, value) in segments {
+            let value = value.max(0.0);
+            let k = names.iter().position(|n| n == name).unwrap_or(0);
+            let colour = COLOURS[k % COLOURS.len()];
+            let (x0, x1) = (x(at), x(at + value));
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x0:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{BAR}\" \
+                 fill=\"{colour}\" stroke=\"white\"/>",
+                (x1 - x0).max(0.0)
+            );
+            if x1 - x0 > 28.0 {
+                let _ = writeln!(
+                    svg,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"white\">{:.0}</text>",
+                    (x0 + x1) / 2.0,
+                    top + BAR / 2.0 + 4.0,
+                    value
+                );
+            }
+            at += value;
+        }
+    }
+    for (k, name) in names.iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let (col, row) = (k % 3, k / 3);
+        let lx = M + 190.0 * col as f64;
+        let ly = axis_y + 34.0 + 18.0 * row as f64;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{colour}\"/>\
+             <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            ly - 10.0,
+            lx + 16.0,
+            escape(name)
+        );
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes a histogram: `bins` of (from, to, count) as bars, and labelled vertical marker lines.
+pub fn write_histogram(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    bins: &[(f64, f64, f64)],
+    markers: &[(&str, f64)],
+) -> Result<()> {
+    let x_max = bins
+        .iter()
+        .map(|b| b.1)
+        .chain(markers.iter().map(|m| m.1))
+        .fold(1e-9, f64::max);
+    let y_max = bins.iter().map(|b| b.2).fold(1e-9, f64::max);
+    let (mut svg, x_top, y_top) = axes(title, x_label, "requests", x_max, y_max);
+    let x = |v: f64| M + v / x_top * (W - 2.0 * M);
+    let y = |v: f64| H - M - v / y_top * (H - 2.0 * M);
+    for &(from, to, count) in bins {
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" \
+             stroke=\"white\" stroke-width=\"0.5\"/>",
+            x(from),
+            y(count),
+            (x(to) - x(from)).max(0.5),
+            y(0.0) - y(count),
+            COLOURS[0]
+        );
+    }
+    for (i, &(label, at)) in markers.iter().enumerate() {
+        let colour = COLOURS[(i + 1) % COLOURS.len()];
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" y1=\"{M}\" x2=\"{0:.1}\" y2=\"{1:.1}\" stroke=\"{colour}\" \
+             stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\
+             <text x=\"{2:.1}\" y=\"{3:.1}\" fill=\"{colour}\">{4}</text>",
+            x(at),
+            H - M,
+            x(at) + 4.0,
+            M + 16.0 * (i as f64 + 1.0),
+            escape(label)
+        );
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_round() {
+        assert_eq!(nice_step(10.0), 2.0);
+        assert_eq!(nice_step(1000.0), 200.0);
+        assert_eq!(nice_step(1.0), 0.2);
+        assert_eq!(nice_step(30.0), 10.0);
+        assert_eq!(tick(0.2), "0.2");
+        assert_eq!(tick(400.0), "400");
+    }
+
+    #[test]
+    fn plots_are_svg_with_every_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let xy = dir.path().join("xy.svg");
+        write_xy(
+            &xy,
+            "t <&>",
+            "groups",
+            "tx/min",
+            &[
+                Series {
+                    label: "ours",
+                    points: vec![(1.0, 290.0), (2.0, 580.0)],
+                    dashed: false,
+                },
+                Series {
+                    label: "bound",
+                    points: vec![(1.0, 300.0), (2.0, 600.0)],
+                    dashed: true,
+                },
+            ],
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&xy).unwrap();
+        assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+        assert!(text.contains("t &lt;&amp;&gt;") && text.contains(">ours<"));
+        assert_eq!(text.matches("<polyline").count(), 2);
+        let bars = dir.path().join("bars.svg");
+        write_stacked_bars(
+            &bars,
+            "stages",
+            "ms",
+            &[
+                ("paper", vec![("page", 200.0), ("database", 71.0)]),
+                ("ours", vec![("page", 201.0), ("other", 3.0)]),
+            ],
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&bars).unwrap();
+        assert_eq!(text.matches("<rect x=").count(), 4 + 3, "{text}");
+        let hist = dir.path().join("hist.svg");
+        write_histogram(&hist, "h", "ms", &[(0.0, 10.0, 3.0)], &[("p95", 9.0)]).unwrap();
+        assert!(std::fs::read_to_string(&hist).unwrap().contains("p95"));
+    }
+}

@@ -50,6 +50,11 @@ pub struct RunArgs {
     /// Run the same programs on one database with no replication (the baseline).
     #[arg(long)]
     pub baseline: bool,
+    /// With --baseline: unreplicated page-rendering servers in front of the database, each
+    /// with the page stage of --page-delay-ms/--page-workers/--page-mode (the paper's 1 to 5
+    /// unreplicated VMs); terminal t uses server t mod N.
+    #[arg(long, default_value_t = 1, requires = "baseline")]
+    pub servers: usize,
     /// Most requests per PREPARE; 1 turns batching off.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
@@ -92,7 +97,55 @@ pub struct RunReport {
     /// New-Orders rolled back by their unused item (about 1% of New-Orders).
     pub rollbacks: u64,
     pub errors: u64,
+    /// Every measured transaction, whatever its type.
+    pub latency_ms: Percentiles,
+    pub latency_histogram: LatencyHistogram,
+    /// The page stage: per replica in the cluster, per server in the baseline.
+    pub page_delay_ms: u64,
+    pub page_workers: usize,
+    pub page_mode: String,
+    /// Unreplicated page-rendering servers (baseline; 0 in the cluster).
+    pub servers: usize,
+    /// Each node's Prometheus series (stage timings, warrants, log syncs, executions and the
+    /// counters that divide them) grown over the measured window, by process name; empty for
+    /// the baseline.
+    pub node_metrics: BTreeMap<String, BTreeMap<String, f64>>,
+    /// How busy the machine was during the measured window.
+    pub load: crate::measure::MachineLoad,
+    /// When the measured window began (seconds since 1970).
+    pub started_unix: i64,
     pub machine: String,
+}
+
+/// Counts of measured latencies in bins of `bin_ms` milliseconds from 0.
+#[derive(Debug, Serialize)]
+pub struct LatencyHistogram {
+    pub bin_ms: f64,
+    pub counts: Vec<u64>,
+}
+
+impl LatencyHistogram {
+    const BIN_MS: u64 = 10;
+
+    fn of(histogram: &Histogram<u64>) -> LatencyHistogram {
+        let bin_us = Self::BIN_MS * 1000;
+        let bins = if histogram.is_empty() {
+            0
+        } else {
+            (histogram.max() / bin_us + 1) as usize
+        };
+        let mut counts = vec![0u64; bins];
+        for v in histogram.iter_recorded() {
+            let bin = (v.value_iterated_to() / bin_us) as usize;
+            if let Some(c) = counts.get_mut(bin.min(bins.saturating_sub(1))) {
+                *c += v.count_at_value();
+            }
+        }
+        LatencyHistogram {
+            bin_ms: Self::BIN_MS as f64,
+            counts,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -105,12 +158,21 @@ pub struct TypeReport {
 #[derive(Clone)]
 enum Target {
     Cluster(ClientEndpoint),
-    Baseline(Unreplicated<Tpcc>),
+    Baseline(Baseline),
+}
+
+/// The unreplicated system: page-rendering servers, each with its own page stage, in front of
+/// one database.
+#[derive(Clone)]
+struct Baseline {
+    db: Unreplicated<Tpcc>,
+    servers: Arc<Vec<node::page::PageStage>>,
+    pages: Arc<dyn group::render::Renderer>,
 }
 
 impl Target {
-    /// Runs `op`; `Ok(true)` if it was a rolled-back New-Order.
-    async fn run(&self, op: &TpccOp) -> Result<bool> {
+    /// Runs `op` for `terminal`; `Ok(true)` if it was a rolled-back New-Order.
+    async fn run(&self, terminal: u64, op: &TpccOp) -> Result<bool> {
         match self {
             Target::Cluster(client) => {
                 let accepted = client.invoke(op.partitions()?, op.encode()).await?;
@@ -123,10 +185,30 @@ impl Target {
                     shown => Ok(shown == Shown::RolledBack),
                 }
             }
-            Target::Baseline(db) => match TpccResult::decode(&db.execute(op.encode()).await?)? {
-                TpccResult::Invalid(invalid) => bail!("refused generated input: {invalid}"),
-                result => Ok(matches!(result, TpccResult::NewOrderRolledBack { .. })),
-            },
+            Target::Baseline(b) => {
+                let operation = op.encode();
+                let bytes = b.db.execute(operation.clone()).await?;
+                let result = TpccResult::decode(&bytes)?;
+                if let TpccResult::Invalid(invalid) = result {
+                    bail!("refused generated input: {invalid}");
+                }
+                // The server renders the same page a replica would, then spends its page stage.
+                let request = proto::Request {
+                    client: proto::ClientId(terminal),
+                    timestamp: 0,
+                    partitions: op.partitions()?,
+                    operation,
+                    signature: proto::Signature([0; 64]),
+                };
+                std::hint::black_box(b.pages.render(&request, &bytes));
+                let server = terminal as usize % b.servers.len().max(1);
+                if let Some(stage) = b.servers.get(server) {
+                    if !stage.is_instant() {
+                        stage.render().await;
+                    }
+                }
+                Ok(matches!(result, TpccResult::NewOrderRolledBack { .. }))
+            }
         }
     }
 }
@@ -243,7 +325,12 @@ fn run_cluster(
             ClientOptions::default(),
         )
         .await?;
-        let report = drive(args, Target::Cluster(client.clone()), warehouses, terminals).await;
+        let watch = Watch {
+            endpoints: local.endpoints(),
+            pids: local.pids().into_iter().map(|(_, pid)| pid).collect(),
+        };
+        let target = Target::Cluster(client.clone());
+        let report = drive(args, target, warehouses, terminals, watch).await;
         client.shutdown().await;
         report
     })?;
@@ -293,18 +380,33 @@ async fn run_baseline(
         .await
         .with_context(|| format!("loading the baseline database {url}"))?;
     let executor = Executor::open(&url, Tpcc, warehouses).await?;
-    let baseline = Unreplicated::new(executor).await?;
-    let report = drive(
-        args,
-        Target::Baseline(baseline.clone()),
-        warehouses,
-        terminals,
-    )
-    .await?;
-    baseline.executor().close().await;
+    let db = Unreplicated::new(executor).await?;
+    let p = &args.pages;
+    let servers = (0..args.servers.max(1))
+        .map(|_| {
+            let delay = Duration::from_millis(p.page_delay_ms);
+            node::page::PageStage::new(delay, p.page_workers, p.page_mode)
+        })
+        .collect();
+    let baseline = Baseline {
+        db: db.clone(),
+        servers: Arc::new(servers),
+        pages: node::app::AppKind::Tpcc.renderer(),
+    };
+    let target = Target::Baseline(baseline);
+    let report = drive(args, target, warehouses, terminals, Watch::default()).await?;
+    db.executor().close().await;
     let mut conn = connect(&url).await?;
     verify(&mut conn, "the baseline database").await?;
     Ok(report)
+}
+
+/// What a run watches besides its clients: the nodes' metrics endpoints and the processes whose
+/// CPU time is the run's own.
+#[derive(Default)]
+struct Watch {
+    endpoints: Vec<(String, std::net::SocketAddr)>,
+    pids: Vec<u32>,
 }
 
 async fn drive(
@@ -312,6 +414,7 @@ async fn drive(
     target: Target,
     warehouses: u32,
     terminals: u64,
+    watch: Watch,
 ) -> Result<RunReport> {
     let scale = args.scale.config();
     let population = Population {
@@ -338,8 +441,12 @@ async fn drive(
                     tokio::time::sleep_until((Instant::now() + keying).into()).await;
                 }
                 let started = Instant::now();
-                let outcome = target.run(&op).await;
-                let measured = started >= warmup_end && Instant::now() <= end;
+                let outcome = target.run(t, &op).await;
+                // Every transaction that completes inside the window counts, whenever it
+                // started: with queues longer than the window's edges, counting only those that
+                // also started inside it would undercount a saturated system's throughput.
+                let finished = Instant::now();
+                let measured = finished >= warmup_end && finished <= end;
                 match outcome {
                     Ok(rolled_back) if measured => {
                         let micros = started.elapsed().as_micros() as u64;
@@ -366,6 +473,26 @@ async fn drive(
             tally
         }));
     }
+    // The nodes' counters and the machine's CPU at the start and end of the measured window.
+    let watcher = tokio::spawn(async move {
+        tokio::time::sleep_until(warmup_end.into()).await;
+        let endpoints = watch.endpoints.clone();
+        let before = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
+        let mut cpu = crate::measure::CpuSample::now(&watch.pids);
+        let started_unix = unix_now();
+        let mut second = tokio::time::interval(Duration::from_secs(1));
+        second.tick().await;
+        while Instant::now() + Duration::from_secs(1) < end {
+            second.tick().await;
+            cpu.sample();
+        }
+        tokio::time::sleep_until(end.into()).await;
+        let load = cpu.finish(&watch.pids);
+        let endpoints = watch.endpoints;
+        let after = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
+        let (before, after) = (before.await?, after.await?);
+        anyhow::Ok((crate::measure::deltas(&before, &after), load, started_unix))
+    });
     let progress = tokio::spawn(async move {
         let started = Instant::now();
         let mut last = 0;
@@ -390,6 +517,11 @@ async fn drive(
         tally.add(task.await?)?;
     }
     progress.abort();
+    let (node_metrics, load, started_unix) = watcher.await??;
+    let mut all = Histogram::<u64>::new(3).expect("3 significant digits");
+    for h in tally.histograms.values() {
+        all.add(h).context("merging histograms")?;
+    }
     if let Some(path) = &args.json {
         let series: Vec<(&str, &Histogram<u64>)> = tally
             .histograms
@@ -439,6 +571,19 @@ async fn drive(
         multi_partition_share: tally.multi_partition as f64 / transactions.max(1) as f64,
         rollbacks: tally.rollbacks,
         errors: tally.errors,
+        latency_ms: Percentiles::of(&all),
+        latency_histogram: LatencyHistogram::of(&all),
+        page_delay_ms: args.pages.page_delay_ms,
+        page_workers: args.pages.page_workers,
+        page_mode: args.pages.page_mode.name().into(),
+        servers: if args.baseline {
+            args.servers.max(1)
+        } else {
+            0
+        },
+        node_metrics,
+        load,
+        started_unix,
         machine: crate::bench::machine(),
     })
 }
@@ -448,6 +593,17 @@ fn print_report(r: &RunReport) {
         "TPC-C {} f={} groups={} usig={} db={} warehouses={} ({}) terminals={}",
         r.mode, r.f, r.groups, r.usig, r.db, r.warehouses, r.scale, r.terminals
     );
+    if r.page_delay_ms > 0 {
+        let at = if r.servers > 0 {
+            format!("{} page-rendering server(s)", r.servers)
+        } else {
+            "replica".into()
+        };
+        println!(
+            "page stage: {} ms per page, {} worker(s) per {at} ({})",
+            r.page_delay_ms, r.page_workers, r.page_mode
+        );
+    }
     println!(
         "tpmC {:.0} (New-Orders per minute), {:.0} transactions per minute, {} transactions in \
          {:.0} s; {:.1}% multi-partition, {} rolled back, {} errors",
@@ -465,5 +621,16 @@ fn print_report(r: &RunReport) {
             t.count, t.latency_ms.p50, t.latency_ms.p95, t.latency_ms.p99
         );
     }
-    println!("  ({})", r.machine);
+    println!(
+        "  all types: p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  mean {:.2} ms",
+        r.latency_ms.p50, r.latency_ms.p95, r.latency_ms.p99, r.latency_ms.mean
+    );
+    println!(
+        "  ({}; during the window: load average {:.2}, CPU busy {:.0}%, of which other \
+         processes {:.0}%)",
+        r.machine,
+        r.load.loadavg_1m_mean,
+        100.0 * r.load.cpu_busy,
+        100.0 * r.load.cpu_others
+    );
 }

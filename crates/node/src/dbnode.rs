@@ -8,7 +8,7 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
@@ -134,6 +134,8 @@ async fn run_app<A: Application>(
     // When the transfer in progress sent its first STATE-REQUEST.
     let mut transfer_began: Option<Instant> = None;
     let mut tick = tokio::time::interval(options.node.tick);
+    // When each order's first COMMIT-DB arrived, until it is handed to the executor.
+    let mut voting = Timings::default();
     tokio::pin!(shutdown);
     loop {
         let actions = tokio::select! {
@@ -172,7 +174,18 @@ async fn run_app<A: Application>(
                         }
                         Vec::new()
                     }
-                    message => on_message(&mut voter, &metrics, message, inbound.frame.len()),
+                    message => {
+                        let arrived = Instant::now();
+                        if let Message::CommitDb(commit_db) = &message {
+                            for execution in &commit_db.executions {
+                                voting.start(execution.order, arrived);
+                            }
+                        }
+                        let len = inbound.frame.len();
+                        let actions = on_message(&mut voter, &metrics, message, len);
+                        metrics.stage(Stage::Handle, arrived.elapsed());
+                        actions
+                    }
                 }
             }
             Some((batch, result)) = finished.recv() => match result {
@@ -236,6 +249,11 @@ async fn run_app<A: Application>(
         for action in actions {
             match action {
                 VoterAction::Execute(batch) => {
+                    for execution in &batch {
+                        if let Some(took) = voting.finish(&execution.order) {
+                            metrics.stage(Stage::Vote, took);
+                        }
+                    }
                     let batch = batch
                         .into_iter()
                         .map(|e| dbvote::executor::Execution {

@@ -76,7 +76,87 @@ pub struct Metrics {
     /// Pages waiting for a page worker, and workers busy (replica; see crate::page).
     pub pages_queued: Gauge<u64, AtomicU64>,
     pub page_workers_busy: Gauge<u64, AtomicU64>,
+    /// Time per request in each stage of the pipeline, by stage (see [`Stage`]): what the
+    /// benchmarks' time-per-stage breakdown reads (docs/results/paper.md, Fig. 6).
+    pub stage_seconds: Family<StageLabel, Histogram, fn() -> Histogram>,
     pub transport: TransportMetrics,
+}
+
+/// The stages a request goes through, as timed by the node that sees each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Primary: from a client's REQUEST arriving to the PREPARE that orders it being sent
+    /// (signature check, waiting for the batch, the warrant).
+    Order,
+    /// Any node: the protocol core's time on one inbound message (signature and warrant
+    /// checks, mostly), per message.
+    Handle,
+    /// Replica: from the PREPARE that carries a request arriving to the group's decision on
+    /// it (PREPARE's warrant checked, our COMMIT warranted, f+1 COMMITs received and checked).
+    Agree,
+    /// Replica: from the COMMIT-DB going out to f+1 matching REPLY-COMMIT-DBs (the database
+    /// nodes' vote, execution and signed replies, and the network both ways).
+    Database,
+    /// Replica: a page waiting for a page worker, and a worker's time on it.
+    PageQueue,
+    PageWork,
+    /// Database node: from an order's first COMMIT-DB to its execution starting (waiting for
+    /// f+1 matching COMMIT-DBs and for its predecessors on its partitions).
+    Vote,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Order => "order",
+            Stage::Handle => "handle",
+            Stage::Agree => "agree",
+            Stage::Database => "database",
+            Stage::PageQueue => "page_queue",
+            Stage::PageWork => "page_work",
+            Stage::Vote => "vote",
+        }
+    }
+}
+
+/// When each request (or order) entered a stage, until it leaves it: the driver calls
+/// [`Timings::start`] where a stage begins and [`Timings::finish`] where it ends. Entries that
+/// never finish (a request another node completed, a client that vanished) are dropped once
+/// there are too many, smallest key first.
+pub struct Timings<K: Ord> {
+    started: std::collections::BTreeMap<K, std::time::Instant>,
+}
+
+impl<K: Ord> Default for Timings<K> {
+    fn default() -> Self {
+        Timings {
+            started: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord> Timings<K> {
+    /// Most entries kept.
+    const MAX: usize = 65_536;
+
+    /// Notes that `key` entered the stage at `at`, unless it already had.
+    pub fn start(&mut self, key: K, at: std::time::Instant) {
+        self.started.entry(key).or_insert(at);
+        while self.started.len() > Self::MAX {
+            self.started.pop_first();
+        }
+    }
+
+    /// How long `key` has been in the stage, if it was started; forgets it.
+    pub fn finish(&mut self, key: &K) -> Option<Duration> {
+        self.started.remove(key).map(|at| at.elapsed())
+    }
+}
+
+/// The `stage` label of [`Metrics::stage_seconds`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabel {
+    pub stage: &'static str,
 }
 
 fn seconds() -> Histogram {
@@ -118,6 +198,7 @@ impl Metrics {
             view: Gauge::default(),
             pages_queued: Gauge::default(),
             page_workers_busy: Gauge::default(),
+            stage_seconds: Family::new_with_constructor(seconds),
             transport: TransportMetrics::register(registry),
         };
         let r = registry.sub_registry_with_prefix("cloudbft");
@@ -243,7 +324,21 @@ impl Metrics {
             "Page workers busy with a page",
             m.page_workers_busy.clone(),
         );
+        r.register(
+            "stage_seconds",
+            "Time per request in a stage of the pipeline, by stage",
+            m.stage_seconds.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// Records `elapsed` in `stage`.
+    pub fn stage(&self, stage: Stage, elapsed: Duration) {
+        self.stage_seconds
+            .get_or_create(&StageLabel {
+                stage: stage.name(),
+            })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// The primary's admission queue: `waiting` of at most `capacity`.

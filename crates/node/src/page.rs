@@ -9,6 +9,14 @@
 //! holds it for the stage's duration, then its REPLY goes out. Waiting pages queue in arrival
 //! order (tokio's semaphore is fair).
 //!
+//! A page goes through the stage once. A client that waited long for its page retransmits its
+//! request, and the replica's core answers with the cached REPLY again; rendering that page a
+//! second time would spend the stage's capacity on work already done (and under overload, when
+//! queues outgrow the client's retransmission timer, every page would be rendered two or three
+//! times: the throughput of a saturated group fell to half). So the stage remembers each
+//! client's latest page ([`PageStage::admit`]): a REPLY whose page is still in the stage needs
+//! nothing more, one whose page went through goes out at once.
+//!
 //! Two ways to hold a worker for the duration:
 //! - [`PageMode::Sleep`]: the worker is busy but no CPU is spent, so a 2-core machine can host
 //!   many replicas each with its own "core" (the figures of docs/results/paper.md say which
@@ -18,8 +26,10 @@
 //!   (cgroup quota): then the stage takes longer in wall time when the replica's share is
 //!   contended, as on an overcommitted host.
 
+use proto::ClientId;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
@@ -30,6 +40,16 @@ pub enum PageMode {
     Sleep,
     /// Spin for the duration in CPU time of the worker's thread.
     Burn,
+}
+
+impl PageMode {
+    /// The mode's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PageMode::Sleep => "sleep",
+            PageMode::Burn => "burn",
+        }
+    }
 }
 
 impl std::str::FromStr for PageMode {
@@ -56,6 +76,23 @@ pub struct PageStage {
     /// Pages waiting for a worker, and pages being worked on (for the metrics).
     queued: Arc<AtomicUsize>,
     busy: Arc<AtomicUsize>,
+    /// Where each page's time in the queue and at a worker is recorded, if anywhere.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Each client's latest page: its request's timestamp and whether it is through the stage
+    /// (one entry per client identity of the configuration).
+    latest: Arc<Mutex<HashMap<ClientId, (u64, bool)>>>,
+}
+
+/// What a REPLY needs from the page stage ([`PageStage::admit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// A new page: through the stage, then out.
+    Render,
+    /// Its page is in the stage now and goes out when done: nothing more to do.
+    InStage,
+    /// Its page went through the stage already (or is older than the client's latest): out
+    /// at once.
+    Rendered,
 }
 
 impl PageStage {
@@ -67,7 +104,43 @@ impl PageStage {
             workers: Arc::new(Semaphore::new(workers.max(1))),
             queued: Arc::default(),
             busy: Arc::default(),
+            metrics: None,
+            latest: Arc::default(),
         }
+    }
+
+    /// What the REPLY for `client`'s request `timestamp` needs; a new page is noted as in the
+    /// stage, and [`PageStage::rendered`] notes it through.
+    pub fn admit(&self, client: ClientId, timestamp: u64) -> Admit {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        match latest.get(&client) {
+            Some(&(t, through)) if t == timestamp => {
+                if through {
+                    Admit::Rendered
+                } else {
+                    Admit::InStage
+                }
+            }
+            Some(&(t, _)) if t > timestamp => Admit::Rendered,
+            _ => {
+                latest.insert(client, (timestamp, false));
+                Admit::Render
+            }
+        }
+    }
+
+    /// Notes that the page of `client`'s request `timestamp` went through the stage.
+    pub fn rendered(&self, client: ClientId, timestamp: u64) {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = latest.get_mut(&client).filter(|e| e.0 == timestamp) {
+            entry.1 = true;
+        }
+    }
+
+    /// Records each page's wait and work in `metrics` (stages `page_queue`, `page_work`).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> PageStage {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Whether pages go out at once (a zero duration: no stage).
@@ -97,6 +170,7 @@ impl PageStage {
             return Duration::ZERO;
         };
         let waited = queued.elapsed();
+        let working = Instant::now();
         self.busy.fetch_add(1, Ordering::Relaxed);
         match self.mode {
             PageMode::Sleep => tokio::time::sleep(self.duration).await,
@@ -107,6 +181,10 @@ impl PageStage {
             }
         }
         self.busy.fetch_sub(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.stage(crate::metrics::Stage::PageQueue, waited);
+            m.stage(crate::metrics::Stage::PageWork, working.elapsed());
+        }
         waited
     }
 }
@@ -192,6 +270,24 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn at_most_n_pages_at_once_burning() {
         at_most(2, PageMode::Burn).await;
+    }
+
+    #[test]
+    fn a_page_goes_through_the_stage_once() {
+        let stage = PageStage::new(STAGE, 1, PageMode::Sleep);
+        let (a, b) = (ClientId(1), ClientId(2));
+        assert_eq!(stage.admit(a, 10), Admit::Render);
+        // The client retransmits while its page is in the stage, then after it went out.
+        assert_eq!(stage.admit(a, 10), Admit::InStage);
+        assert_eq!(stage.admit(b, 10), Admit::Render);
+        stage.rendered(a, 10);
+        assert_eq!(stage.admit(a, 10), Admit::Rendered);
+        assert_eq!(stage.admit(b, 10), Admit::InStage);
+        // Its next request is a new page; the old one, if asked for again, goes out at once.
+        assert_eq!(stage.admit(a, 11), Admit::Render);
+        assert_eq!(stage.admit(a, 10), Admit::Rendered);
+        stage.rendered(a, 10);
+        assert_eq!(stage.admit(a, 11), Admit::InStage);
     }
 
     #[test]

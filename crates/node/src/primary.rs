@@ -4,7 +4,7 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
@@ -14,6 +14,7 @@ use proto::{FetchPrepares, Message, NodeId, Proposal, View};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// At most this many PREPAREs answer one fetch (a replica further behind asks again).
 const MAX_FETCH: u64 = 256;
@@ -58,6 +59,8 @@ pub async fn run(
     // The next configuration's shape, from a valid RECONFIGURE of this epoch.
     let mut shape: Option<ClusterConfig> = None;
     let mut tick = tokio::time::interval(options.node.tick);
+    // When each admitted request arrived, until the PREPARE that orders it goes out.
+    let mut arrivals = Timings::default();
     tracing::info!(id = me.0, max_batch = options.max_batch, "primary running");
     tokio::pin!(shutdown);
     loop {
@@ -113,7 +116,20 @@ pub async fn run(
                         }
                         Vec::new()
                     }
-                    message => on_message(&mut core, &cluster, &peers, &metrics, message),
+                    message => {
+                        let arrived = Instant::now();
+                        let request = match &message {
+                            Message::Request(r) => Some((r.client, r.timestamp)),
+                            _ => None,
+                        };
+                        let admitted = metrics.requests.get();
+                        let actions = on_message(&mut core, &cluster, &peers, &metrics, message);
+                        metrics.stage(Stage::Handle, arrived.elapsed());
+                        if let Some(key) = request.filter(|_| metrics.requests.get() > admitted) {
+                            arrivals.start(key, arrived);
+                        }
+                        actions
+                    }
                 }
             }
             Some(result) = warranted.recv() => core.warranted(result?),
@@ -131,6 +147,12 @@ pub async fn run(
                     if let Proposal::Prepare(prepare) = &proposal {
                         metrics.batches.inc();
                         metrics.batch_size.observe(prepare.entries.len() as f64);
+                        for entry in &prepare.entries {
+                            let key = (entry.request.client, entry.request.timestamp);
+                            if let Some(took) = arrivals.finish(&key) {
+                                metrics.stage(Stage::Order, took);
+                            }
+                        }
                         if prepare.reconfigure.is_some() {
                             tracing::info!(
                                 id = me.0,

@@ -4,8 +4,8 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
-use crate::metrics::{self, Metrics};
-use crate::page::{PageMode, PageStage};
+use crate::metrics::{self, Metrics, Stage, Timings};
+use crate::page::{Admit, PageMode, PageStage};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
@@ -367,7 +367,12 @@ pub async fn run(
     // When each order's decision became durable, for the decision-to-reply latency.
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
     let mut tick = tokio::time::interval(options.node.tick);
-    let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode);
+    let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode)
+        .with_metrics(metrics.clone());
+    // When our group's requests arrived in a PREPARE (until decided) and when their COMMIT-DB
+    // went out (until f+1 database nodes answered), for the time-per-stage metrics.
+    let mut proposed = Timings::default();
+    let mut executing = Timings::default();
     // The closed epoch's core while it finishes; for a removed replica, the running one.
     let mut finishing: Option<Finishing> = None;
     let mut leaving: Option<Instant> = None;
@@ -431,7 +436,17 @@ pub async fn run(
                         if let Some(f) = finishing.as_mut() {
                             f.offer(&message, &peers, &pages);
                         }
-                        on_message(&mut e.core, &e.cluster, &metrics, message)
+                        let arrived = Instant::now();
+                        if let Message::Prepare(prepare) = &message {
+                            let ours = prepare.entries.iter().filter(|p| p.group == e.core.group());
+                            for entry in ours {
+                                let key = (entry.request.client, entry.request.timestamp);
+                                proposed.start(key, arrived);
+                            }
+                        }
+                        let actions = on_message(&mut e.core, &e.cluster, &metrics, message);
+                        metrics.stage(Stage::Handle, arrived.elapsed());
+                        actions
                     }
                 }
             }
@@ -527,7 +542,11 @@ pub async fn run(
                 Action::Persist { slot, executions } => {
                     let now = Instant::now();
                     for e in &executions {
-                        decided_at.insert((e.request.client, e.request.timestamp), now);
+                        let key = (e.request.client, e.request.timestamp);
+                        if let Some(took) = proposed.finish(&key) {
+                            metrics.stage(Stage::Agree, took);
+                        }
+                        decided_at.insert(key, now);
                     }
                     // The record: the slot and our executions for it.
                     let record = wire::encode(&(slot, &executions)).unwrap_or_default();
@@ -536,6 +555,12 @@ pub async fn run(
                     }
                 }
                 Action::SendCommitDb { to, commit_db } => {
+                    if to.is_none() {
+                        let now = Instant::now();
+                        for e in &commit_db.executions {
+                            executing.start((e.request.client, e.request.timestamp), now);
+                        }
+                    }
                     let m = Message::CommitDb(commit_db);
                     match to {
                         Some(db) => peers.to_node(db, &m),
@@ -558,6 +583,9 @@ pub async fn run(
                     peers.to_node(to, &Message::RecoveryState(state));
                 }
                 Action::SendReply(reply) => {
+                    if let Some(took) = executing.finish(&(reply.client, reply.timestamp)) {
+                        metrics.stage(Stage::Database, took);
+                    }
                     if let Some(at) = decided_at.remove(&(reply.client, reply.timestamp)) {
                         Metrics::observe(&metrics.reply_seconds, at.elapsed());
                     }
@@ -632,18 +660,27 @@ async fn drain(pages: &PageStage, peers: &Peers) {
     tracing::warn!("stopping with replies still queued (a client unreachable?)");
 }
 
-/// Sends a REPLY once its page went through the page stage (at once without one).
+/// Sends a REPLY once its page went through the page stage (at once without one, or when the
+/// page went through before: the core sends a cached REPLY again for a client's retransmission).
 fn send_reply(peers: &Peers, reply: proto::Reply, pages: &PageStage) {
-    let client = reply.client;
-    if pages.is_instant() {
-        peers.to_client(client, &Message::Reply(reply));
-        return;
+    let (client, timestamp) = (reply.client, reply.timestamp);
+    let admit = if pages.is_instant() {
+        Admit::Rendered
+    } else {
+        pages.admit(client, timestamp)
+    };
+    match admit {
+        Admit::Rendered => peers.to_client(client, &Message::Reply(reply)),
+        Admit::InStage => {}
+        Admit::Render => {
+            let (peers, pages) = (peers.clone(), pages.clone());
+            tokio::spawn(async move {
+                pages.render().await;
+                pages.rendered(client, timestamp);
+                peers.to_client(client, &Message::Reply(reply));
+            });
+        }
     }
-    let (peers, pages) = (peers.clone(), pages.clone());
-    tokio::spawn(async move {
-        pages.render().await;
-        peers.to_client(client, &Message::Reply(reply));
-    });
 }
 
 fn reject_label(reject: &Reject) -> &'static str {
