@@ -341,16 +341,26 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
+/// The checkout's commit, and whether its tracked files differ from it.
 fn git_commit() -> Option<String> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).filter(|s| !s.is_empty())?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty {
+        format!("{commit} with uncommitted changes")
+    } else {
+        commit
+    })
 }
 
 pub fn paper(args: PaperArgs) -> Result<()> {

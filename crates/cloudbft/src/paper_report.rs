@@ -287,7 +287,7 @@ fn header(md: &mut String, r: &Results, args: &ReportArgs) {
          - TPC-C, {} warehouses (one partition each), population {}; the specification's mix \
          (New-Order and Payment touch a remote warehouse 1% and 15% of the time: those are \
          multi-partition), closed-loop clients with no keying or think time, f = 1.\n\
-         - Page stage: {} ms per page, {} page worker per replica (per server in the baseline).\n",
+         - Page stage: {} ms per page, {} page worker per replica (per server in the baseline).",
         m.command,
         m.git_commit
             .as_deref()
@@ -308,15 +308,25 @@ fn header(md: &mut String, r: &Results, args: &ReportArgs) {
         m.page_delay_ms,
         m.page_workers,
     );
+    if m.plan != crate::paper::Plan::Full {
+        let _ = writeln!(
+            md,
+            "- **Not the full plan:** the {:?} plan measures fewer points ({} runs); `cloudbft \
+             paper run --plan full` measures every point of the paper's figures.",
+            m.plan,
+            m.runs.len()
+        );
+    }
     if let Some((_, run)) = r.measured().next() {
         let _ = writeln!(
             md,
             "- Each run: a fresh local cluster ({} USIG, {} database nodes, {}) or the \
              unreplicated baseline; after the run every database node passes the twelve TPC-C \
-             consistency conditions and all digests are equal (the driver checks it).\n",
+             consistency conditions and all digests are equal (the driver checks it).",
             run.usig, run.db, run.scale
         );
     }
+    let _ = writeln!(md);
 }
 
 fn summary(md: &mut String, r: &Results) {
