@@ -101,6 +101,9 @@ pub struct Planned {
     pub size: u32,
     pub clients: u64,
     pub page_mode: String,
+    /// The USIG backend: "soft", or "tpm" (a swtpm per simulated machine).
+    #[serde(default = "soft")]
+    pub usig: String,
     pub warmup_secs: u64,
     pub duration_secs: u64,
     /// "done", "existing" (kept from an earlier invocation), "failed: ..." or "planned".
@@ -109,6 +112,10 @@ pub struct Planned {
     /// Wall time of the whole run (start, load, measure, stop, checks).
     #[serde(default)]
     pub seconds: f64,
+}
+
+fn soft() -> String {
+    "soft".into()
 }
 
 /// The results directory's description of its runs.
@@ -173,6 +180,7 @@ pub fn plan(args: &RunArgs, plan: Plan) -> Vec<Planned> {
             size,
             clients,
             page_mode: mode.into(),
+            usig: soft(),
             warmup_secs: warmup,
             duration_secs: duration,
             status: "planned".into(),
@@ -211,6 +219,13 @@ pub fn plan(args: &RunArgs, plan: Plan) -> Vec<Planned> {
             figures.sort_unstable();
             runs.push(run(Kind::Cluster, g, c, "sleep", figures));
         }
+    }
+    // Fig. 6 again with warrants from a TPM (swtpm), as the paper's were.
+    if plan != Plan::Short && groups.contains(&1) {
+        let mut r = run(Kind::Cluster, 1, 1, "sleep", vec![6]);
+        r.name.push_str("-tpm");
+        r.usig = "tpm".into();
+        runs.push(r);
     }
     if long_latency_run && groups.contains(&FIG10_GROUPS) {
         let mut r = run(
@@ -263,6 +278,9 @@ fn flags(args: &RunArgs, plan: Plan, r: &Planned, json: &Path) -> Vec<String> {
         &["--items", "10000", "--customers", "300"]
     };
     f.extend(population.iter().map(|s| s.to_string()));
+    if r.usig != "soft" {
+        f.extend(["--usig".into(), r.usig.clone()]);
+    }
     for (flag, value) in [
         ("--warehouses", WAREHOUSES.to_string()),
         ("--terminals", r.clients.to_string()),
@@ -323,16 +341,26 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
+/// The checkout's commit, and whether its tracked files differ from it.
 fn git_commit() -> Option<String> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).filter(|s| !s.is_empty())?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty {
+        format!("{commit} with uncommitted changes")
+    } else {
+        commit
+    })
 }
 
 pub fn paper(args: PaperArgs) -> Result<()> {
@@ -356,13 +384,14 @@ fn run_plan(args: &RunArgs) -> Result<()> {
     if args.dry_run {
         for r in &runs {
             println!(
-                "{:<28} figs {:<14} {:?} size {} clients {:>2} {} {}+{} s",
+                "{:<28} figs {:<14} {:?} size {} clients {:>2} {} {} USIG {}+{} s",
                 r.name,
                 format!("{:?}", r.figures),
                 r.kind,
                 r.size,
                 r.clients,
                 r.page_mode,
+                r.usig,
                 r.warmup_secs,
                 r.duration_secs
             );
@@ -385,22 +414,34 @@ fn run_plan(args: &RunArgs) -> Result<()> {
         finished_unix: None,
         runs: Vec::new(),
     };
-    // Runs kept from an earlier invocation keep their recorded wall time.
-    let earlier: Vec<Planned> = std::fs::read_to_string(out.join(MANIFEST))
+    // Runs kept from an earlier invocation keep their recorded wall time, and the results
+    // their first start.
+    let earlier = std::fs::read_to_string(out.join(MANIFEST))
         .ok()
-        .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
-        .map(|m| m.runs)
-        .unwrap_or_default();
+        .and_then(|t| serde_json::from_str::<Manifest>(&t).ok());
+    if let Some(e) = &earlier {
+        manifest.started_unix = e.started_unix;
+    }
+    let earlier: Vec<Planned> = earlier.map(|m| m.runs).unwrap_or_default();
     let exe = std::env::current_exe()?;
     let began = Instant::now();
-    let mut remaining = expected;
+    let kept = |r: &Planned| out.join(format!("{}.json", r.name)).exists();
+    let to_measure: Vec<Planned> = runs.iter().filter(|r| !kept(r)).cloned().collect();
+    if to_measure.len() < runs.len() {
+        eprintln!(
+            "{} runs are in {} already; about {} to measure the other {}",
+            runs.len() - to_measure.len(),
+            out.display(),
+            minutes(expected_secs(&to_measure)),
+            to_measure.len()
+        );
+    }
+    let mut remaining = expected_secs(&to_measure);
     let total = runs.len();
     let mut failed = 0;
     for i in 0..total {
         let r = runs[i].clone();
         let json = out.join(format!("{}.json", r.name));
-        let estimate = OVERHEAD_SECS + r.warmup_secs + r.duration_secs;
-        remaining = remaining.saturating_sub(estimate);
         if json.exists() {
             same_run(&json, &r)?;
             runs[i].status = "existing".into();
@@ -411,9 +452,10 @@ fn run_plan(args: &RunArgs) -> Result<()> {
             eprintln!("[{}/{total}] {}: kept from an earlier run", i + 1, r.name);
             continue;
         }
+        remaining = remaining.saturating_sub(expected_secs(std::slice::from_ref(&r)));
         eprintln!(
-            "[{}/{total}] {} (figs {:?}): {} {} with {} clients, {} page stage; {} elapsed, \
-             about {} to go after this one",
+            "[{}/{total}] {} (figs {:?}): {} {} with {} clients, {} page stage, {} USIG; {} \
+             elapsed, about {} to go after this one",
             i + 1,
             r.name,
             r.figures,
@@ -424,6 +466,7 @@ fn run_plan(args: &RunArgs) -> Result<()> {
             },
             r.clients,
             r.page_mode,
+            r.usig,
             minutes(began.elapsed().as_secs()),
             minutes(remaining)
         );
@@ -499,17 +542,19 @@ fn same_run(json: &Path, planned: &Planned) -> Result<()> {
         size.as_u64(),
         v["terminals"].as_u64(),
         v["page_mode"].as_str(),
+        v["usig"].as_str(),
         v["duration_secs"].as_f64(),
     );
     let wanted = (
         Some(u64::from(planned.size)),
         Some(planned.clients),
         Some(planned.page_mode.as_str()),
+        Some(planned.usig.as_str()),
         Some(planned.duration_secs as f64),
     );
     if found != wanted {
         bail!(
-            "{} is not this plan's {} (it has size, clients, page mode, seconds {found:?}; the \
+            "{} is not this plan's {} (it has size, clients, page mode, USIG, seconds {found:?}; the \
              plan wants {wanted:?}): use another --out, or remove it to measure it again",
             json.display(),
             planned.name
@@ -580,7 +625,11 @@ mod tests {
         let cluster = |g, c, mode: &str| {
             r.iter()
                 .find(|p| {
-                    p.kind == Kind::Cluster && p.size == g && p.clients == c && p.page_mode == mode
+                    p.kind == Kind::Cluster
+                        && p.size == g
+                        && p.clients == c
+                        && p.page_mode == mode
+                        && p.usig == "soft"
                 })
                 .unwrap_or_else(|| panic!("no cluster run g{g} c{c} {mode}"))
         };
@@ -593,6 +642,12 @@ mod tests {
             assert!(cluster(g, 15, "burn").figures.contains(&5));
         }
         assert_eq!(cluster(1, 1, "sleep").figures, vec![6, 8, 9]);
+        let tpm: Vec<_> = r.iter().filter(|p| p.usig == "tpm").collect();
+        assert_eq!(tpm.len(), 1);
+        assert_eq!(
+            (tpm[0].size, tpm[0].clients, &tpm[0].figures),
+            (1, 1, &vec![6])
+        );
         let long: Vec<_> = r.iter().filter(|p| p.figures.contains(&10)).collect();
         assert_eq!(long.len(), 1);
         assert_eq!((long[0].size, long[0].clients), (5, 11));
@@ -607,7 +662,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), r.len(), "run names are unique");
-        assert_eq!(r.len(), 100 + 1 + 5 + 10);
+        assert_eq!(r.len(), 100 + 1 + 1 + 5 + 10);
     }
 
     #[test]
@@ -637,7 +692,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
         let result = |seconds: f64| {
-            serde_json::json!({"groups": 1, "servers": 0, "terminals": 15,
+            serde_json::json!({"groups": 1, "servers": 0, "terminals": 15, "usig": "soft",
                                "page_mode": "sleep", "duration_secs": seconds})
             .to_string()
         };

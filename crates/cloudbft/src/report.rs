@@ -11,9 +11,12 @@ const H: f64 = 400.0;
 const M: f64 = 50.0;
 
 /// Line colours of the series, in order.
-const COLOURS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
 ];
+
+/// Room right of an x-y plot for its legend.
+const LEGEND: f64 = 240.0;
 
 /// Writes a run's `report` as JSON to `path` and says so.
 pub fn write_json(path: &Path, report: &impl serde::Serialize) -> Result<()> {
@@ -198,14 +201,15 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// Axes from 0 to a round number above `max`, with grid lines: returns the SVG so far and the
-/// axes' top values.
+/// Axes from 0 to a round number above `max`, with grid lines, and room for a legend on the
+/// right: returns the SVG so far and the axes' top values.
 fn axes(title: &str, x_label: &str, y_label: &str, x_max: f64, y_max: f64) -> (String, f64, f64) {
     let (x_step, y_step) = (nice_step(x_max), nice_step(y_max));
     let x_top = (x_max / x_step).ceil().max(1.0) * x_step;
     let y_top = (y_max / y_step).ceil().max(1.0) * y_step;
+    let width = W + LEGEND;
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{H}\" \
          font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" \
          fill=\"white\"/>\n<text x=\"{M}\" y=\"20\">{}</text>\n",
         escape(title)
@@ -262,8 +266,8 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Writes an x-y plot with linear axes from 0: measured series as lines with markers,
-/// reference series dashed, a legend in the top left corner.
+/// Writes an x-y plot with linear axes from 0: measured series as lines (with markers unless
+/// they are dense), reference series dashed, the legend right of the plot.
 pub fn write_xy(
     path: &Path,
     title: &str,
@@ -293,7 +297,7 @@ pub fn write_xy(
             svg,
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{points}\"/>"
         );
-        if !s.dashed {
+        if !s.dashed && s.points.len() <= 40 {
             for &(a, b) in &s.points {
                 let _ = writeln!(
                     svg,
@@ -303,11 +307,14 @@ pub fn write_xy(
                 );
             }
         }
+        let (lx, ly) = (W - M + 12.0, M + 18.0 * i as f64 + 6.0);
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
-            M + 8.0,
-            M + 16.0 * (i as f64 + 1.0),
+            "<line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{colour}\" \
+             stroke-width=\"2\"{dash}/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
+            lx + 18.0,
+            lx + 22.0,
+            ly + 4.0,
             escape(s.label)
         );
     }
@@ -339,7 +346,7 @@ pub fn write_stacked_bars(
         .fold(1e-9, f64::max);
     let step = nice_step(total_max);
     let top_value = (total_max / step).ceil().max(1.0) * step;
-    let legend_rows = names.len().div_ceil(3);
+    let legend_rows = names.len().div_ceil(2);
     let height = M + BAR * 1.5 * bars.len() as f64 + 40.0 + 18.0 * legend_rows as f64;
     let x = |v: f64| LEFT + v / top_value * (W - LEFT - 20.0);
     let mut svg = format!(
@@ -396,8 +403,8 @@ pub fn write_stacked_bars(
     }
     for (k, name) in names.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
-        let (col, row) = (k % 3, k / 3);
-        let lx = M + 190.0 * col as f64;
+        let (col, row) = (k % 2, k / 2);
+        let lx = M + 290.0 * col as f64;
         let ly = axis_y + 34.0 + 18.0 * row as f64;
         let _ = writeln!(
             svg,
@@ -443,15 +450,19 @@ pub fn write_histogram(
     }
     for (i, &(label, at)) in markers.iter().enumerate() {
         let colour = COLOURS[(i + 1) % COLOURS.len()];
+        let (lx, ly) = (W - M + 12.0, M + 18.0 * i as f64 + 6.0);
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" y1=\"{M}\" x2=\"{0:.1}\" y2=\"{1:.1}\" stroke=\"{colour}\" \
              stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\
-             <text x=\"{2:.1}\" y=\"{3:.1}\" fill=\"{colour}\">{4}</text>",
+             <line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{2:.1}\" y2=\"{ly:.1}\" stroke=\"{colour}\" \
+             stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\
+             <text x=\"{3:.1}\" y=\"{4:.1}\" fill=\"{colour}\">{5}</text>",
             x(at),
             H - M,
-            x(at) + 4.0,
-            M + 16.0 * (i as f64 + 1.0),
+            lx + 18.0,
+            lx + 22.0,
+            ly + 4.0,
             escape(label)
         );
     }
