@@ -147,6 +147,7 @@ impl Seeds {
                 &book,
                 &Lineage::GENESIS,
                 &anchors,
+                &[NodeId(0)],
             ))
             .expect("soft warrant");
         let checkpoint = Checkpoint {
@@ -156,6 +157,7 @@ impl Seeds {
             book,
             lineage: Lineage::GENESIS,
             anchors,
+            followed: vec![NodeId(0)],
             ui,
         };
         Seeds {

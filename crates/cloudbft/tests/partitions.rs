@@ -925,17 +925,15 @@ fn partitions_and_slow_links_under_tpcc_load() {
     });
 }
 
-/// Known bug, found by this test: a replica that rejoined its group from a peer's stable
-/// checkpoint (a restart, or starting over after it fell too far behind) follows only the
-/// primary of the checkpoint's view; it does not know where the other candidates' USIG
-/// counters stand, so it cannot order their messages, cannot accept a NEW-VIEW of theirs, and
-/// asks alone for view after view. Here replica 101 is isolated for 20 s (it falls too far
-/// behind and starts over), then group 0 is split with the primary on the other side of 101's:
-/// the majority side moves to a view whose primary is the other candidate, which 101 cannot
-/// enter, and group 0 decides nothing until the split heals (`cargo test -p cloudbft --test
-/// partitions -- --ignored`).
+/// A replica that rejoined its group from a peer's stable checkpoint follows the next view's
+/// primary. Replica 101 is isolated for 20 s (it falls too far behind and starts over, as after a
+/// restart), then group 0 is split with the primary on the other side of 101's: the majority
+/// side moves to a view whose primary is the other candidate, which ordered view 0 and kept
+/// ordering it while cut off. This test found that 101 could not enter that view (it followed the
+/// candidate only from the configuration's start) and that the candidate, primary again, did not
+/// order again what it had ordered unaware (docs/protocol.md, "Following the other candidates"
+/// and "A candidate that becomes primary admits every client anew").
 #[test]
-#[ignore = "known bug: a replica rejoined from a checkpoint cannot follow the next view's primary"]
 fn split_after_a_rejoin() {
     with_cluster(|run| {
         isolate_primary(run);

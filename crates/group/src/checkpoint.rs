@@ -97,6 +97,11 @@ impl Checkpoints {
         self.try_stable(slot)
     }
 
+    /// Our order book at a checkpoint slot we passed above the stable one.
+    pub fn book_at(&self, slot: u64) -> Option<&OrderBook> {
+        self.snapshots.get(&slot).map(|(_, book, _)| book)
+    }
+
     /// Our next CHECKPOINT, if `decided_through(slot)` says our group's work up to a passed
     /// checkpoint slot is decided and executed.
     pub fn due(&mut self, decided_through: impl Fn(u64) -> bool) -> Option<Point> {
@@ -362,7 +367,8 @@ mod tests {
     ) -> Checkpoint {
         let replica = NodeId(replica);
         let lineage = Lineage::GENESIS;
-        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors);
+        let bytes =
+            Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
         Checkpoint {
             replica,
             slot,
@@ -370,6 +376,7 @@ mod tests {
             book,
             lineage,
             anchors,
+            followed: Vec::new(),
             ui: who.create_ui(&bytes).unwrap(),
         }
     }

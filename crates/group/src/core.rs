@@ -186,6 +186,7 @@ enum Warranting {
     Checkpoint {
         point: Point,
         anchors: Vec<Anchor>,
+        followed: Vec<NodeId>,
     },
     Join,
 }
@@ -977,9 +978,15 @@ impl ReplicaCore {
         if let Some(point) = self.checkpoint_due.pop_front() {
             let (slot, chain, book, lineage) = point;
             let anchors = self.checkpoints.anchors_for(slot);
-            let bytes =
-                Checkpoint::warranted_bytes(self.me, slot, &chain, &book, &lineage, &anchors);
-            self.warranting = Some(Warranting::Checkpoint { point, anchors });
+            let followed = self.followed(slot, &lineage);
+            let bytes = Checkpoint::warranted_bytes(
+                self.me, slot, &chain, &book, &lineage, &anchors, &followed,
+            );
+            self.warranting = Some(Warranting::Checkpoint {
+                point,
+                anchors,
+                followed,
+            });
             return vec![Action::Warrant { bytes }];
         }
         if self.changing_to.is_some() {
@@ -1010,6 +1017,33 @@ impl ReplicaCore {
             return vec![Action::Warrant { bytes }];
         }
         Vec::new()
+    }
+
+    /// The candidates our CHECKPOINT at `slot` (of `lineage`) says we followed: those whose
+    /// latest PREPARE in the book at `slot` our verifier has delivered, reported only while we
+    /// are in that lineage's view and not changing view. Then no valid NEW-VIEW of a later view
+    /// came before that proposal in the candidate's counter order, or we would have entered it;
+    /// a recovering replica may skip what came before (docs/protocol.md, "Replica recovery").
+    fn followed(&self, slot: u64, lineage: &Lineage) -> Vec<NodeId> {
+        let Some(book) = self.checkpoints.book_at(slot) else {
+            return Vec::new();
+        };
+        if self.changing_to.is_some() || self.history.lineage != *lineage {
+            return Vec::new();
+        }
+        self.cluster
+            .config
+            .primaries
+            .iter()
+            .map(|p| NodeId(p.id))
+            .filter(|&p| {
+                let Some(latest) = book.latest_prepare(p) else {
+                    return false;
+                };
+                let next = self.usig(p).ok().and_then(|u| self.primaries.expected(u));
+                next.is_some_and(|(epoch, next)| (epoch.0, next) > (latest.epoch, latest.counter))
+            })
+            .collect()
     }
 
     /// Our USIG warranted the message in flight.
@@ -1081,6 +1115,7 @@ impl ReplicaCore {
             Some(Warranting::Checkpoint {
                 point: (slot, chain, book, lineage),
                 anchors,
+                followed,
             }) => {
                 let checkpoint = Checkpoint {
                     replica: self.me,
@@ -1089,6 +1124,7 @@ impl ReplicaCore {
                     book,
                     lineage,
                     anchors,
+                    followed,
                     ui,
                 };
                 self.log.push(Warranted::Checkpoint(checkpoint.clone()));
@@ -1754,6 +1790,7 @@ impl ReplicaCore {
         self.primaries
             .resume_after(primary, &digest, state.at.ui())
             .map_err(|_| unusable(Unusable::Proposal))?;
+        self.follow_candidates(&low, &book, state.at.primary());
         for a in &anchors {
             let resumed = self.usig(a.replica).map(|usig| {
                 self.peers
@@ -1794,6 +1831,53 @@ impl ReplicaCore {
             "recovered from a peer's stable checkpoint"
         );
         Ok(self.next_warrant())
+    }
+
+    /// Moves our verifier for every candidate other than `current` (the stable proposal's) to
+    /// its latest PREPARE in the stable checkpoint's book, where f+1 CHECKPOINTs of one group in
+    /// the certificate say their senders followed it: at least one is correct, so no valid
+    /// NEW-VIEW of a view after the checkpoint's came before that PREPARE, and what came before
+    /// cannot matter to us. We fetch the candidate's messages from that PREPARE on when its next
+    /// one arrives. Without such reports we follow it from where we are, as before
+    /// (docs/protocol.md, "Replica recovery").
+    fn follow_candidates(&mut self, low: &Low, book: &crate::order::OrderBook, current: NodeId) {
+        let Some(proof) = low.proof.as_ref() else {
+            return;
+        };
+        let quorum = self.f() + 1;
+        for p in &self.cluster.config.primaries {
+            let candidate = NodeId(p.id);
+            let (Some(latest), Ok(usig)) = (book.latest_prepare(candidate), self.usig(candidate))
+            else {
+                continue;
+            };
+            let vouched = self.cluster.config.groups.iter().any(|g| {
+                let reporters: BTreeSet<NodeId> = proof
+                    .certificate
+                    .iter()
+                    .filter(|c| c.followed.contains(&candidate))
+                    .filter(|c| self.cluster.group_of_replica(c.replica) == Some(GroupId(g.id)))
+                    .map(|c| c.replica)
+                    .collect();
+                reporters.len() >= quorum
+            });
+            if candidate == current || !vouched {
+                continue;
+            }
+            let epoch = Epoch(latest.epoch);
+            match self
+                .primaries
+                .resume_at(usig, epoch, latest.counter, latest.chain)
+            {
+                Ok(_) => tracing::info!(
+                    candidate = candidate.0,
+                    counter = latest.counter,
+                    "following a primary candidate from its latest PREPARE in the checkpoint"
+                ),
+                // We followed it further already.
+                Err(e) => tracing::debug!(candidate = candidate.0, error = %e, "not moved"),
+            }
+        }
     }
 
     /// Where the stable checkpoint's CHECKPOINTs of our group put each other member: the anchor

@@ -3,8 +3,8 @@
 
 use proto::config::Cluster;
 use proto::{
-    ClientId, Execution, GroupId, Incarnation, Join, NodeId, PartitionId, PartitionRule, Prepare,
-    Request,
+    Anchor, ClientId, Execution, GroupId, Incarnation, Join, NodeId, PartitionId, PartitionRule,
+    Prepare, Request,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -23,6 +23,10 @@ pub struct OrderBook {
     /// The incarnation of every replica whose JOIN was ordered (docs/protocol.md, "Replica
     /// recovery"); the others are in their configured first one.
     incarnations: BTreeMap<NodeId, Incarnation>,
+    /// Where each primary candidate's latest PREPARE in the history sits in its warrant
+    /// sequence: a recovering replica follows the candidates from there when
+    /// f+1 members of a group vouch that they did (docs/protocol.md, "Replica recovery").
+    prepares: BTreeMap<NodeId, Anchor>,
     /// A valid RECONFIGURE was ordered: the configuration epoch ends here and nothing more is
     /// ordered in it (docs/protocol.md, "Reconfiguration"). Checkpoints certify it with the rest.
     closed: bool,
@@ -45,6 +49,7 @@ impl OrderBook {
                 .map(|&(client, timestamp)| (ClientId(client), timestamp))
                 .collect(),
             incarnations: BTreeMap::new(),
+            prepares: BTreeMap::new(),
             closed: false,
         }
     }
@@ -72,6 +77,12 @@ impl OrderBook {
     /// The incarnation of `replica` whose JOIN was ordered last, if any.
     pub fn incarnation(&self, replica: NodeId) -> Option<Incarnation> {
         self.incarnations.get(&replica).copied()
+    }
+
+    /// Where `candidate`'s latest PREPARE in the history sits in its warrant sequence, if it
+    /// made one in this configuration epoch.
+    pub fn latest_prepare(&self, candidate: NodeId) -> Option<Anchor> {
+        self.prepares.get(&candidate).copied()
     }
 
     /// Orders a JOIN carried by a PREPARE: true when it starts a newer incarnation of a replica
@@ -148,6 +159,8 @@ impl OrderBook {
         if self.closed {
             return out;
         }
+        let latest = Anchor::of(prepare.primary, &prepare.ui);
+        self.prepares.insert(prepare.primary, latest);
         for entry in &prepare.entries {
             let request = &entry.request;
             let valid = (verified(request)
@@ -299,6 +312,22 @@ mod tests {
             .map(|(_, e)| (e.order, e.request.client))
             .collect();
         assert_eq!(orders, vec![(1, ClientId(1)), (2, ClientId(4))]);
+    }
+
+    /// The book records where each candidate's latest PREPARE sits (a recovering replica
+    /// follows the candidate from there), the empty ones too, and it is part of the digest.
+    #[test]
+    fn the_latest_prepare_of_each_candidate_is_recorded() {
+        let cluster = TestCluster::new(1, 1, 2, 4).cluster;
+        let mut book = OrderBook::new(&cluster);
+        assert_eq!(book.latest_prepare(NodeId(0)), None);
+        let before = book.digest();
+        let p = prepare(&cluster, Vec::new());
+        book.order(&cluster, &BytesArePartitions, &p, &|_| false);
+        let latest = book.latest_prepare(NodeId(0)).expect("recorded");
+        assert_eq!((latest.epoch, latest.counter), (p.ui.epoch.0, p.ui.counter));
+        assert_eq!(book.latest_prepare(NodeId(1)), None);
+        assert_ne!(book.digest(), before);
     }
 
     /// A closed book records no JOIN. The model check of the cut-over

@@ -711,7 +711,8 @@ mod tests {
         anchors: Vec<Anchor>,
     ) -> Checkpoint {
         let replica = NodeId(replica);
-        let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors);
+        let bytes =
+            Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
         Checkpoint {
             replica,
             slot,
@@ -719,6 +720,7 @@ mod tests {
             book,
             lineage,
             anchors,
+            followed: Vec::new(),
             ui: who.create_ui(&bytes).unwrap(),
         }
     }

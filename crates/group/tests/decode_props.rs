@@ -8,7 +8,7 @@ use group::log::{frame_record, read_records};
 use group::order::OrderBook;
 use proptest::prelude::*;
 use proto::testing::TestCluster;
-use proto::{ClientId, Incarnation, NodeId};
+use proto::{Anchor, ClientId, Incarnation, NodeId};
 use std::collections::BTreeMap;
 
 fn records() -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -39,6 +39,7 @@ type BookFields = (
     Vec<u64>,
     BTreeMap<ClientId, u64>,
     BTreeMap<NodeId, Incarnation>,
+    BTreeMap<NodeId, Anchor>,
     bool,
 );
 
@@ -53,16 +54,29 @@ fn book_fields(partitions: u32) -> impl Strategy<Value = BookFields> {
                 .prop_map(|(epoch, counter)| Incarnation { epoch, counter }),
             0..4,
         ),
+        proptest::collection::btree_map(
+            any::<u32>().prop_map(NodeId),
+            (any::<u32>(), any::<u64>(), any::<u64>(), any::<[u8; 32]>()).prop_map(
+                |(replica, epoch, counter, chain)| Anchor {
+                    replica: NodeId(replica),
+                    epoch,
+                    counter,
+                    chain,
+                },
+            ),
+            0..3,
+        ),
         any::<bool>(),
     )
         .prop_map(
-            move |(next_order, next_seq, clients, incarnations, closed)| {
+            move |(next_order, next_seq, clients, incarnations, prepares, closed)| {
                 (
                     partitions,
                     next_order,
                     next_seq,
                     clients,
                     incarnations,
+                    prepares,
                     closed,
                 )
             },

@@ -86,6 +86,13 @@ impl Admission {
         }
     }
 
+    /// Each waiting client's request timestamp.
+    pub fn waiting(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
+        self.waiting
+            .iter()
+            .map(|(&client, e)| (client, e.request.timestamp))
+    }
+
     /// Queues `entry`, replacing its client's waiting request if it has one (the caller has
     /// checked that `entry` is newer). Refused if its client is not waiting and the queue is
     /// full, or if it would take the byte budget over.

@@ -279,6 +279,15 @@ impl PrimaryCore {
                 };
                 self.view = view;
                 self.view_changes.retain(|v, _| *v > view);
+                // What we admitted in earlier views need not be in this view's history: a
+                // candidate cut off while the others moved on goes on ordering in its old view,
+                // unaware, and every replica ignores those PREPAREs. A client's retransmission
+                // of such a request must be ordered now, not answered with the old PREPARE; so
+                // every client is admitted anew, but for what waits for our next batch (a
+                // request ordered before is refused by the replicas' order book, as any
+                // duplicate).
+                self.last_admitted = self.pending.waiting().collect();
+                self.ordered_in.clear();
                 // A cut that holds the epoch's last PREPARE: nothing is ordered after it.
                 if let Ok(cut) = self.checker.new_view(&nv) {
                     let last = cut.slots.iter().find_map(|slot| match slot {

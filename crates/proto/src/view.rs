@@ -52,6 +52,11 @@ pub struct Checkpoint {
     /// first CHECKPOINT at `slot - CHECKPOINT_INTERVAL`, as the sender delivered it: f+1 of these
     /// let a VIEW-CHANGE's log start there (docs/protocol.md, "Anchors").
     pub anchors: Vec<Anchor>,
+    /// The primary candidates the sender followed, in its view of `lineage` and not changing
+    /// view, through each one's latest proposal that the order book at `slot` records: f+1 of
+    /// these from one group let a recovering replica follow the candidate from there
+    /// (docs/protocol.md, "Replica recovery").
+    pub followed: Vec<NodeId>,
     /// The replica's warrant over [`Checkpoint::warranted_bytes`].
     pub ui: UniqueWarrant,
 }
@@ -119,15 +124,17 @@ impl Checkpoint {
         book: &MessageDigest,
         lineage: &Lineage,
         anchors: &[Anchor],
+        followed: &[NodeId],
     ) -> Vec<u8> {
         canonical(&(
-            b"cloudbft/checkpoint/v4",
+            b"cloudbft/checkpoint/v5",
             replica,
             slot,
             chain.0,
             book.0,
             lineage,
             anchors,
+            followed,
         ))
     }
 
@@ -140,6 +147,7 @@ impl Checkpoint {
             &self.book,
             &self.lineage,
             &self.anchors,
+            &self.followed,
         )
     }
 

@@ -147,11 +147,14 @@ fn checkpoint() -> impl Strategy<Value = Checkpoint> {
         digest(),
         digest(),
         (any::<u64>(), digest()),
-        proptest::collection::vec(anchor, 0..3),
+        (
+            proptest::collection::vec(anchor, 0..3),
+            proptest::collection::vec(any::<u32>().prop_map(NodeId), 0..3),
+        ),
         warrant(),
     )
         .prop_map(
-            |(replica, slot, chain, book, (view, nv), anchors, ui)| Checkpoint {
+            |(replica, slot, chain, book, (view, nv), (anchors, followed), ui)| Checkpoint {
                 replica: NodeId(replica),
                 slot,
                 chain,
@@ -161,6 +164,7 @@ fn checkpoint() -> impl Strategy<Value = Checkpoint> {
                     new_view: nv,
                 },
                 anchors,
+                followed,
                 ui,
             },
         )

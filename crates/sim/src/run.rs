@@ -60,13 +60,9 @@ pub enum Fault {
     /// This replica sends recovering peers a state whose running digest before the stable slot
     /// is forged (as if to make them follow another PREPARE).
     ForgeRecoveryState(NodeId),
-    /// The network cuts this replica off from everyone from `from` to `until` (it keeps its
-    /// state and its USIG).
-    Isolate {
-        replica: NodeId,
-        from: u64,
-        until: u64,
-    },
+    /// The network cuts this replica or primary candidate off from everyone from `from` to
+    /// `until` (it keeps its state and its USIG).
+    Isolate { node: NodeId, from: u64, until: u64 },
     /// The primary of view 0 crashes when the operator's RECONFIGURE reaches it, before it
     /// orders it.
     CrashPrimaryBeforeReconfigure,
@@ -787,11 +783,11 @@ impl World {
         }
     }
 
-    /// Whether the network cuts this replica off now.
+    /// Whether the network cuts this replica or candidate off now.
     fn isolated(&self, id: NodeId) -> bool {
         self.scenario.faults.iter().any(|f| {
-            matches!(*f, Fault::Isolate { replica, from, until }
-                if replica == id && from <= self.now && self.now < until)
+            matches!(*f, Fault::Isolate { node, from, until }
+                if node == id && from <= self.now && self.now < until)
         })
     }
 
@@ -805,7 +801,7 @@ impl World {
 
     fn deliver(&mut self, to: Addr, msg: Msg) {
         match (to, msg) {
-            (Addr::Primary(id), _) if self.crashed(id) => {}
+            (Addr::Primary(id), _) if self.crashed(id) || self.isolated(id) => {}
             (Addr::Replica(id), _) if self.down(id) => {}
             (Addr::Replica(id), Msg::Proto(_) | Msg::FetchCommits(..)) if self.isolated(id) => {}
             (Addr::Operator, Msg::Proto(m)) => {
@@ -1308,6 +1304,9 @@ impl World {
     /// Sends a candidate's PREPARE or NEW-VIEW to every replica of its epoch, as the
     /// scenario's faults of the first primary allow.
     fn broadcast_proposal(&mut self, from: NodeId, proposal: Proposal) {
+        if self.isolated(from) {
+            return;
+        }
         if from == FIRST_PRIMARY && self.faulty(Fault::SkipCounters) {
             // Every fifth counter is warranted and never sent: a hole no fetch can fill.
             let counter = proposal.ui().counter;

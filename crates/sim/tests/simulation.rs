@@ -257,7 +257,7 @@ fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
     let group = group0();
     let faults = vec![
         Fault::Isolate {
-            replica: group[0],
+            node: group[0],
             from: 1_000,
             until: 7_500,
         },
@@ -313,6 +313,56 @@ fn a_replica_restarted_after_a_view_change_rejoins_in_the_new_view() {
     assert!(
         outcome.views.values().all(|v| *v >= View(1)),
         "{:?}",
+        outcome.views
+    );
+}
+
+/// Candidate 0 orders view 0, more PREPAREs than a candidate keeps for fetches (4,096), and is
+/// then cut off; the cluster moves to view 1 (candidate 1). Cut off, candidate 0 goes on ordering
+/// in view 0, unaware. A member of group 0 restarts and recovers from a stable checkpoint of
+/// view 1: it can follow candidate 0 only from its latest PREPARE in the checkpoint's order book,
+/// not from the start. Candidates 1 and 2 are then cut off, the cluster moves on to view 3, whose
+/// primary is candidate 0 again, and another member of group 0 crashes for good: group 0
+/// decides only if the recovered replica follows candidate 0's NEW-VIEW, and clients finish only
+/// if candidate 0 orders again what it had ordered in view 0 unaware (the bugs
+/// `crates/cloudbft/tests/partitions.rs` found across processes).
+#[test]
+fn a_recovered_replica_follows_a_later_view_of_an_earlier_primary() {
+    let group = group0();
+    let isolate = |node, from, until| Fault::Isolate { node, from, until };
+    let faults = vec![
+        isolate(NodeId(0), 21_000, 22_500),
+        Fault::RestartReplica {
+            replica: group[0],
+            crash: 23_000,
+            restart: 24_000,
+            new_epoch: false,
+        },
+        isolate(NodeId(1), 29_000, u64::MAX),
+        isolate(NodeId(2), 29_000, u64::MAX),
+        Fault::RestartReplica {
+            replica: group[1],
+            crash: 33_000,
+            restart: u64::MAX,
+            new_epoch: false,
+        },
+    ];
+    let scenario = Scenario {
+        loss: 0.0,
+        requests_per_client: 900,
+        max_time: 120_000,
+        ..long(faults, 47)
+    };
+    let outcome = run(scenario.clone());
+    check(&scenario, &outcome);
+    assert_eq!(
+        (outcome.recovering, outcome.recoveries),
+        (0, 1),
+        "recovered once, never started over"
+    );
+    assert!(
+        outcome.views.values().all(|v| *v >= View(3)),
+        "every replica reached view 3: {:?}",
         outcome.views
     );
 }

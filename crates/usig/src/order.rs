@@ -38,6 +38,10 @@ struct SenderState<T> {
     /// Chain value after counter `next - 1` (the PCR reset value at the start of an epoch).
     chain: [u8; 32],
     held: BTreeMap<u64, Held<T>>,
+    /// The highest verified counter that was too far ahead to hold: what [`OrderedVerifier::
+    /// missing`] asks for, so that a receiver far behind catches up by fetching rather than
+    /// waiting for a message that nothing will send again.
+    beyond: Option<u64>,
 }
 
 impl<T> SenderState<T> {
@@ -47,6 +51,7 @@ impl<T> SenderState<T> {
             next: 1,
             chain: [0; 32],
             held: BTreeMap::new(),
+            beyond: None,
         }
     }
 }
@@ -109,6 +114,7 @@ impl<T> OrderedVerifier<T> {
             });
         }
         if counter - state.next >= window {
+            state.beyond = state.beyond.max(Some(counter));
             return Err(VerifyError::OutOfWindow {
                 counter,
                 expected: state.next,
@@ -134,12 +140,15 @@ impl<T> OrderedVerifier<T> {
         Ok(release(state, epoch))
     }
 
-    /// Counters the verifier waits for before it can deliver what it holds from `sender`: the
-    /// range to fetch, if any.
+    /// Counters the verifier waits for before it can deliver what it holds from `sender`, or up
+    /// to a warrant it saw beyond its window: the range to fetch, if any.
     pub fn missing(&self, sender: UsigId) -> Option<RangeInclusive<u64>> {
         let state = self.senders.get(&sender)?;
-        let (&first_held, _) = state.held.first_key_value()?;
-        Some(state.next..=first_held - 1)
+        if let Some((&first_held, _)) = state.held.first_key_value() {
+            return Some(state.next..=first_held - 1);
+        }
+        let beyond = state.beyond.filter(|&b| b >= state.next)?;
+        Some(state.next..=beyond)
     }
 
     /// The sender's current epoch and next expected counter, once known.
@@ -197,6 +206,7 @@ impl<T> OrderedVerifier<T> {
             }
             if epoch > current {
                 state.held.clear();
+                state.beyond = None;
             }
         }
         state.epoch = Some(epoch);
@@ -390,6 +400,26 @@ mod tests {
             })
         );
         assert_eq!(offer(&mut v, &ws[1]), Ok(vec![]));
+    }
+
+    /// A receiver far behind asks for everything up to the warrant it could not hold, and stops
+    /// asking once it delivered that far.
+    #[test]
+    fn a_warrant_beyond_the_window_is_fetched_up_to() {
+        let mut v = verifier(2);
+        let ws = warrants(1, &[b"a", b"b", b"c", b"d", b"e"]);
+        assert_eq!(v.missing(ID), None);
+        assert!(offer(&mut v, &ws[4]).is_err());
+        assert_eq!(v.missing(ID), Some(1..=5));
+        assert_eq!(offer(&mut v, &ws[0]), Ok(vec![1]));
+        assert_eq!(offer(&mut v, &ws[1]), Ok(vec![2]));
+        assert_eq!(v.missing(ID), Some(3..=5));
+        assert_eq!(offer(&mut v, &ws[3]), Ok(vec![]));
+        assert_eq!(v.missing(ID), Some(3..=3), "a held warrant bounds the gap");
+        assert_eq!(offer(&mut v, &ws[2]), Ok(vec![3, 4]));
+        assert_eq!(v.missing(ID), Some(5..=5));
+        assert_eq!(offer(&mut v, &ws[4]), Ok(vec![5]));
+        assert_eq!(v.missing(ID), None);
     }
 
     #[test]

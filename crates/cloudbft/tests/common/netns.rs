@@ -20,6 +20,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::{Condvar, Mutex};
 
 /// Prefix of every namespace these tests create: `cbft-<pid>-<host>`.
 const PREFIX: &str = "cbft-";
@@ -33,12 +34,41 @@ const CHAIN: &str = "links";
 /// A running private network. Dropping it removes every namespace (and with them every veth,
 /// the bridge and the rules).
 pub struct Network {
+    /// One network per test process at a time: namespace names carry only the process id, and
+    /// two clusters under load at once would starve a 2-core machine.
+    _turn: Turn,
     prefix: String,
     hosts: Vec<String>,
     /// Namespaces created so far (all of them once `new` returned).
     created: Vec<String>,
     /// Hosts whose links have a rate limit now.
     limited: Vec<String>,
+}
+
+/// The one [`Network`] of this process may be created while this is held.
+struct Turn;
+
+static BUSY: Mutex<bool> = Mutex::new(false);
+static FREED: Condvar = Condvar::new();
+
+impl Turn {
+    /// Waits until no other test of this process holds a network.
+    fn take() -> Turn {
+        // A test that panicked holding a turn has given it back in its unwinding.
+        let mut busy = BUSY.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy {
+            busy = FREED.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy = true;
+        Turn
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *BUSY.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        FREED.notify_one();
+    }
 }
 
 /// Where `tool` is: on PATH, or in the system directories a non-login root shell may lack.
@@ -162,8 +192,10 @@ impl Network {
                  as root; it does not skip"
             );
         }
+        let turn = Turn::take();
         remove_stale();
         let mut net = Network {
+            _turn: turn,
             prefix: format!("{PREFIX}{}-", std::process::id()),
             hosts: hosts.iter().map(|h| h.to_string()).collect(),
             created: Vec::new(),
