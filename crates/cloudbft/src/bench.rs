@@ -2,6 +2,7 @@
 //! cluster; prints throughput and latency percentiles and can write them as JSON with two SVG
 //! plots, the latency CDF and the timeline (throughput and latency per interval of the measured
 //! window, so that a stall or a slow start shows instead of hiding in the run's averages).
+//! `cloudbft bench summary` and `cloudbft bench compare` read the JSON (`bench_report`).
 
 use crate::cpu::CpuSnapshot;
 use crate::keygen::{KeygenArgs, ShapeArgs};
@@ -19,6 +20,24 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// `cloudbft bench`: a run, or one of the subcommands that read the JSON reports of runs.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub read: Option<crate::bench_report::ReportCommand>,
+    #[command(flatten)]
+    pub run: BenchArgs,
+}
+
+/// Runs the benchmark, or reads reports when a subcommand was given.
+pub fn command(command: BenchCommand) -> Result<()> {
+    match command.read {
+        Some(read) => crate::bench_report::run(read),
+        None => bench(command.run),
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -62,8 +81,8 @@ pub struct BenchArgs {
     pub seed: u64,
 }
 
-/// What a run measured, as `--json` writes it. Fields added later default when a saved report
-/// from before them is read back.
+/// What a run measured: written by `--json`, read back by `cloudbft bench summary` and
+/// `compare` (so fields added later default when an older report lacks them).
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub application: String,
