@@ -1,10 +1,13 @@
 //! `cloudbft bench`: closed-loop clients through the client library against a fresh local
-//! cluster; prints throughput and latency percentiles and can write them as JSON and an SVG
-//! latency CDF.
+//! cluster; prints throughput and latency percentiles and can write them as JSON with two SVG
+//! plots, the latency CDF and the timeline (throughput and latency per interval of the measured
+//! window, so that a stall or a slow start shows instead of hiding in the run's averages).
+//! `cloudbft bench summary` and `cloudbft bench compare` read the JSON (`bench_report`).
 
 use crate::cpu::CpuSnapshot;
 use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
+use crate::report::{write_timeline, Panel};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use client_plugin::client::{ClientEndpoint, ClientOptions};
@@ -12,11 +15,29 @@ use dbvote::bank::BankOp;
 use dbvote::noop::NoopOp;
 use hdrhistogram::Histogram;
 use proto::testing::Rng;
-use serde::Serialize;
-use std::path::PathBuf;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// `cloudbft bench`: a run, or one of the subcommands that read the JSON reports of runs.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCommand {
+    #[command(subcommand)]
+    pub read: Option<crate::bench_report::ReportCommand>,
+    #[command(flatten)]
+    pub run: BenchArgs,
+}
+
+/// Runs the benchmark, or reads reports when a subcommand was given.
+pub fn command(command: BenchCommand) -> Result<()> {
+    match command.read {
+        Some(read) => crate::bench_report::run(read),
+        None => bench(command.run),
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -48,15 +69,21 @@ pub struct BenchArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 7300)]
     pub base_port: u16,
-    /// Write the results as JSON here (and the latency CDF as SVG next to it).
+    /// The timeline's interval in milliseconds: throughput and latency percentiles are
+    /// recorded for each interval of the measured window.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_ms: u64,
+    /// Write the results as JSON here, the latency CDF as SVG next to it (F.json: F.svg) and
+    /// the timeline too (F-timeline.svg).
     #[arg(long)]
     pub json: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
-/// What a run measured.
-#[derive(Debug, Serialize)]
+/// What a run measured: written by `--json`, read back by `cloudbft bench summary` and
+/// `compare` (so fields added later default when an older report lacks them).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub application: String,
     pub f: usize,
@@ -72,12 +99,45 @@ pub struct Report {
     pub latency_ms: Percentiles,
     pub retransmissions: u64,
     pub errors: u64,
-    /// CPU time of every process of the run (cluster and load driver) per measured operation.
+    /// CPU time of every process of the run (cluster and load driver) per measured operation
+    /// (empty in reports from before it was measured).
+    #[serde(default)]
     pub cpu: crate::cpu::CpuPerOperation,
     pub machine: String,
+    /// The length of the timeline's intervals (0 in reports from before the timeline).
+    #[serde(default)]
+    pub interval_secs: f64,
+    /// The measured window interval by interval: its operations add up to `operations`.
+    #[serde(default)]
+    pub timeline: Vec<Interval>,
 }
 
-#[derive(Debug, Serialize)]
+impl Report {
+    /// What was run, in one line: `noop f=1 groups=1 usig=soft db=sqlite clients=16
+    /// max_batch=64`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} f={} groups={} usig={} db={} clients={} max_batch={}",
+            self.application, self.f, self.groups, self.usig, self.db, self.clients, self.max_batch
+        )
+    }
+}
+
+/// One interval of the measured window.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Seconds from the end of the warm-up to the end of this interval.
+    pub end_secs: f64,
+    /// Operations that completed in this interval.
+    pub operations: u64,
+    pub throughput_per_sec: f64,
+    /// The latency of those operations (None when none completed).
+    pub latency_ms: Option<Percentiles>,
+    /// Requests that failed in this interval.
+    pub errors: u64,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub p50: f64,
     pub p95: f64,
@@ -98,6 +158,127 @@ impl Percentiles {
             mean: histogram.mean() / 1000.0,
         }
     }
+}
+
+/// The timeline of a measured window as the client tasks record it: per interval, one small
+/// histogram (two significant digits, its range allocated up front, so recording allocates
+/// nothing) and an error counter, found by when an operation completed. A lock per interval is
+/// held only while a value is recorded.
+pub struct Recorder {
+    start: Instant,
+    window: Duration,
+    interval: Duration,
+    slots: Vec<(Mutex<Histogram<u64>>, AtomicU64)>,
+}
+
+/// The longest latency an interval's histogram tells apart (in µs); longer ones count as this.
+const LONGEST_US: u64 = 60_000_000;
+
+impl Recorder {
+    /// A recorder for the `window` from `start`, in intervals of `interval` (the last one may be
+    /// shorter).
+    pub fn new(start: Instant, window: Duration, interval: Duration) -> Result<Recorder> {
+        let interval = interval.max(Duration::from_millis(1));
+        let count = window.as_nanos().div_ceil(interval.as_nanos()).max(1);
+        let slots = (0..count)
+            .map(|_| {
+                let histogram = Histogram::new_with_bounds(1, LONGEST_US, 2)?;
+                Ok((Mutex::new(histogram), AtomicU64::new(0)))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Recorder {
+            start,
+            window,
+            interval,
+            slots,
+        })
+    }
+
+    /// The interval of an event at `at`, or None outside the window.
+    fn slot(&self, at: Instant) -> Option<&(Mutex<Histogram<u64>>, AtomicU64)> {
+        let offset = at.checked_duration_since(self.start)?;
+        if offset > self.window {
+            return None;
+        }
+        let i = (offset.as_nanos() / self.interval.as_nanos()) as usize;
+        self.slots.get(i.min(self.slots.len() - 1))
+    }
+
+    /// An operation that completed at `at` after `micros` µs.
+    pub fn record(&self, at: Instant, micros: u64) {
+        if let Some((histogram, _)) = self.slot(at) {
+            let mut histogram = histogram.lock().unwrap_or_else(|e| e.into_inner());
+            histogram.saturating_record(micros.max(1));
+        }
+    }
+
+    /// A request that failed at `at`.
+    pub fn error(&self, at: Instant) {
+        if let Some((_, errors)) = self.slot(at) {
+            errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The intervals as the report carries them.
+    pub fn intervals(&self) -> Vec<Interval> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, (histogram, errors))| {
+                let histogram = histogram.lock().unwrap_or_else(|e| e.into_inner());
+                let begin = self.interval * i as u32;
+                let end = (begin + self.interval).min(self.window);
+                let secs = (end - begin).as_secs_f64().max(f64::MIN_POSITIVE);
+                Interval {
+                    end_secs: end.as_secs_f64(),
+                    operations: histogram.len(),
+                    throughput_per_sec: histogram.len() as f64 / secs,
+                    latency_ms: (!histogram.is_empty()).then(|| Percentiles::of(&histogram)),
+                    errors: errors.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where `--json F.json` puts the timeline: `F-timeline.svg` next to it.
+pub fn timeline_path(json: &Path) -> PathBuf {
+    let stem = json.file_stem().unwrap_or_default().to_string_lossy();
+    json.with_file_name(format!("{stem}-timeline.svg"))
+}
+
+/// Plots the report's timeline: throughput, and latency p50/p95/p99, over the measured window.
+fn plot_timeline(path: &Path, report: &Report) -> Result<()> {
+    let series = |value: &dyn Fn(&Interval) -> Option<f64>| -> Vec<(f64, f64)> {
+        report
+            .timeline
+            .iter()
+            .filter_map(|i| Some((i.end_secs, value(i)?)))
+            .collect()
+    };
+    let latency = |q: fn(&Percentiles) -> f64| series(&|i| i.latency_ms.as_ref().map(q));
+    write_timeline(
+        path,
+        &format!(
+            "{}: per {} s after the warm-up",
+            report.label(),
+            report.interval_secs
+        ),
+        &[
+            Panel {
+                title: "throughput (ops/s)",
+                lines: vec![("ops/s", series(&|i| Some(i.throughput_per_sec)))],
+            },
+            Panel {
+                title: "latency (ms)",
+                lines: vec![
+                    ("p50", latency(|p| p.p50)),
+                    ("p95", latency(|p| p.p95)),
+                    ("p99", latency(|p| p.p99)),
+                ],
+            },
+        ],
+    )
 }
 
 /// A benchmark's working directory: `data_dir`, which must not exist yet, or a new temporary
@@ -163,6 +344,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     print_report(&report);
     if let Some(path) = &args.json {
         crate::report::write_json(path, &report)?;
+        let timeline = timeline_path(path);
+        plot_timeline(&timeline, &report)?;
+        eprintln!("wrote {}", timeline.display());
     }
     Ok(())
 }
@@ -228,6 +412,8 @@ async fn drive(
     let warmup_end = Instant::now() + Duration::from_secs(args.warmup_secs);
     let end = warmup_end + Duration::from_secs(args.duration_secs);
     let done = Arc::new(AtomicU64::new(0));
+    let interval = Duration::from_millis(args.interval_ms);
+    let recorder = Arc::new(Recorder::new(warmup_end, end - warmup_end, interval)?);
     let cpu = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
         let before = CpuSnapshot::take(&pids);
@@ -237,7 +423,7 @@ async fn drive(
     let mut tasks = Vec::new();
     for c in 0..args.clients {
         let client = client.clone();
-        let done = done.clone();
+        let (done, recorder) = (done.clone(), recorder.clone());
         let mut rng = Rng::new(args.seed.wrapping_mul(1000).wrapping_add(c));
         let multi = args.multi_partition;
         tasks.push(tokio::spawn(async move {
@@ -267,16 +453,20 @@ async fn drive(
                     (partitions, op.encode())
                 };
                 let started = Instant::now();
-                match client.invoke(parts, op).await {
-                    Ok(accepted) if started >= warmup_end && Instant::now() <= end => {
-                        let micros = started.elapsed().as_micros() as u64;
+                let result = client.invoke(parts, op).await;
+                let finished = Instant::now();
+                match result {
+                    Ok(accepted) if started >= warmup_end && finished <= end => {
+                        let micros = (finished - started).as_micros() as u64;
                         let _ = histogram.record(micros.max(1));
+                        recorder.record(finished, micros);
                         retransmissions += u64::from(accepted.retransmissions);
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     Ok(_) => {}
                     Err(e) => {
                         errors += 1;
+                        recorder.error(finished);
                         tracing::warn!(error = %e, "request failed");
                     }
                 }
@@ -337,20 +527,16 @@ async fn drive(
         errors,
         cpu,
         machine: machine(),
+        interval_secs: interval.as_secs_f64(),
+        timeline: recorder.intervals(),
     })
 }
 
 fn print_report(r: &Report) {
     println!(
-        "{} f={} groups={} usig={} db={} clients={} max_batch={}: {:.0} ops/s, latency p50 {:.2} ms, \
+        "{}: {:.0} ops/s, latency p50 {:.2} ms, \
          p95 {:.2} ms, p99 {:.2} ms (max {:.2} ms; {} retransmissions, {} errors; {})",
-        r.application,
-        r.f,
-        r.groups,
-        r.usig,
-        r.db,
-        r.clients,
-        r.max_batch,
+        r.label(),
         r.throughput_per_sec,
         r.latency_ms.p50,
         r.latency_ms.p95,
@@ -361,4 +547,134 @@ fn print_report(r: &Report) {
         r.machine
     );
     println!("{}", r.cpu.line());
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cpu::CpuPerOperation;
+
+    fn percentiles(p50: f64) -> Percentiles {
+        Percentiles {
+            p50,
+            p95: p50 * 1.5,
+            p99: p50 * 2.0,
+            max: p50 * 3.0,
+            mean: p50 * 1.1,
+        }
+    }
+
+    /// A report as a run of `application` with `clients` clients writes it, with a two-second
+    /// timeline and the CPU of three roles.
+    pub(crate) fn sample(application: &str, clients: u64, throughput: f64, p50: f64) -> Report {
+        let by_role: std::collections::BTreeMap<String, f64> =
+            [("dbnode", 0.7), ("driver", 0.1), ("replica", 0.6)]
+                .into_iter()
+                .map(|(role, ms)| (role.to_string(), ms))
+                .collect();
+        Report {
+            application: application.to_string(),
+            f: 1,
+            groups: 1,
+            usig: "soft".into(),
+            db: "sqlite".into(),
+            clients,
+            max_batch: 64,
+            multi_partition: 0.0,
+            duration_secs: 2.0,
+            operations: (2.0 * throughput) as u64,
+            throughput_per_sec: throughput,
+            latency_ms: percentiles(p50),
+            retransmissions: 0,
+            errors: 0,
+            cpu: CpuPerOperation {
+                total_ms: by_role.values().sum(),
+                by_process: by_role.clone(),
+                by_role,
+            },
+            machine: "2 cores".into(),
+            interval_secs: 1.0,
+            timeline: (1..=2)
+                .map(|s| Interval {
+                    end_secs: f64::from(s),
+                    operations: throughput as u64,
+                    throughput_per_sec: throughput,
+                    latency_ms: Some(percentiles(p50)),
+                    errors: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn reports_round_trip_through_json_with_their_timeline() {
+        let report = sample("noop", 16, 212.0, 75.0);
+        let json = serde_json::to_string_pretty(&report).unwrap();
+        assert!(json.contains("\"timeline\"") && json.contains("\"end_secs\": 2.0"));
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, report);
+    }
+
+    /// Saved reports from before the timeline (and before the CPU figures) still read.
+    #[test]
+    fn older_reports_read_without_the_newer_fields() {
+        let mut json = serde_json::to_value(sample("bank", 16, 200.0, 70.0)).unwrap();
+        let fields = json.as_object_mut().unwrap();
+        for newer in ["timeline", "interval_secs", "cpu"] {
+            fields.remove(newer);
+        }
+        let old: Report = serde_json::from_value(json).unwrap();
+        assert!(old.timeline.is_empty() && old.cpu.by_role.is_empty());
+        assert_eq!(old.throughput_per_sec, 200.0);
+    }
+
+    #[test]
+    fn the_recorder_counts_an_operation_in_the_interval_it_completed_in() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let recorder =
+            Recorder::new(start, Duration::from_millis(3500), Duration::from_secs(1)).unwrap();
+        for (ms, micros) in [
+            (200, 1000),
+            (999, 3000),
+            (1000, 2000),
+            (3100, 500),
+            (3500, 700),
+        ] {
+            recorder.record(at(ms), micros);
+        }
+        recorder.record(at(3501), 10); // after the window
+        recorder.error(at(1500));
+        recorder.error(at(4000));
+        let timeline = recorder.intervals();
+        let ends: Vec<f64> = timeline.iter().map(|i| i.end_secs).collect();
+        assert_eq!(ends, [1.0, 2.0, 3.0, 3.5]);
+        let ops: Vec<u64> = timeline.iter().map(|i| i.operations).collect();
+        assert_eq!(ops, [2, 1, 0, 2]);
+        // The last interval is half as long: two operations in it are four per second.
+        let rates: Vec<f64> = timeline.iter().map(|i| i.throughput_per_sec).collect();
+        assert_eq!(rates, [2.0, 1.0, 0.0, 4.0]);
+        let errors: Vec<u64> = timeline.iter().map(|i| i.errors).collect();
+        assert_eq!(errors, [0, 1, 0, 0]);
+        assert!(timeline[2].latency_ms.is_none());
+        let first = timeline[0].latency_ms.as_ref().unwrap();
+        // Two significant digits: within 1% of the recorded 1 ms and 3 ms.
+        assert!((first.p50 - 1.0).abs() < 0.011, "{first:?}");
+        assert!((first.p99 - 3.0).abs() < 0.031, "{first:?}");
+    }
+
+    #[test]
+    fn the_timeline_is_plotted_next_to_the_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = timeline_path(&dir.path().join("b1.json"));
+        assert_eq!(path, dir.path().join("b1-timeline.svg"));
+        plot_timeline(&path, &sample("noop", 16, 212.0, 75.0)).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.contains("throughput (ops/s)") && svg.contains(">p99<"),
+            "{svg}"
+        );
+        // Throughput, then p50, p95 and p99.
+        assert_eq!(svg.matches("<polyline").count(), 4);
+    }
 }

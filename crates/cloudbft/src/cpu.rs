@@ -5,7 +5,7 @@
 //! a run's processes spent per operation moves much less, so it is the figure to compare when
 //! work on the request path claims a saving (docs/performance.md).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Clock ticks per second of /proc's time fields (`_SC_CLK_TCK`).
@@ -73,8 +73,9 @@ impl CpuSnapshot {
     }
 }
 
-/// What one operation cost in CPU milliseconds, across every process of the run.
-#[derive(Debug, Clone, Serialize)]
+/// What one operation cost in CPU milliseconds, across every process of the run (the default,
+/// with no roles, stands for a report from before it was measured).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuPerOperation {
     pub total_ms: f64,
     /// Summed over the processes of each role (`replica`, `dbnode`, `primary`, `usigd`,

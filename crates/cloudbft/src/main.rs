@@ -2,6 +2,7 @@
 
 mod autoscale;
 mod bench;
+mod bench_report;
 mod cloud_provider;
 mod cpu;
 mod demo;
@@ -51,8 +52,9 @@ enum Command {
     /// Start a whole local cluster (usigd, primary, groups, database nodes, gateway) and print
     /// where to point a browser.
     Demo(demo::DemoArgs),
-    /// Measure throughput and latency with closed-loop clients against a fresh local cluster.
-    Bench(bench::BenchArgs),
+    /// Measure throughput and latency with closed-loop clients against a fresh local cluster;
+    /// `bench summary` and `bench compare` read the JSON reports of runs.
+    Bench(bench::BenchCommand),
     /// Measure what one client sending 100x its share, and a slowloris client, do to other
     /// clients' latency and to the gateway's and the primary's memory.
     Overload(overload::OverloadArgs),
@@ -146,7 +148,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Usigd(args) => usig_cmd::usigd(args),
         Command::Usig(args) => usig_cmd::usig(args),
         Command::Demo(args) => demo::demo(args),
-        Command::Bench(args) => bench::bench(args),
+        Command::Bench(command) => bench::command(command),
         Command::Overload(args) => overload::overload(args),
         Command::Gateway(args) => gateway_cmd::gateway(args),
         Command::Tpcc(args) => tpcc_cmd::tpcc(args),

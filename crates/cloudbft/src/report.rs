@@ -125,23 +125,20 @@ pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> 
             .iter()
             .flat_map(|(_, pts)| pts.iter().map(|&(_, v)| v))
             .fold(0.0f64, f64::max)
-            .max(1e-9)
-            * 1.1;
-        let y = |v: f64| bottom - v / y_max * (bottom - top);
+            .max(1e-9);
+        // Grid lines at round values, the top one above the highest point.
+        let step = nice_step(y_max);
+        let y_top = (y_max / step).ceil().max(1.0) * step;
+        let y = |v: f64| bottom - v / y_top * (bottom - top);
+        y_grid(&mut svg, y, y_top, step);
         let _ = writeln!(
             svg,
             "<rect x=\"{M}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" \
-             stroke=\"#999\"/><text x=\"{M}\" y=\"{:.1}\">{}</text>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>\
-             <text x=\"{:.1}\" y=\"{bottom:.1}\" text-anchor=\"end\">0</text>",
+             stroke=\"#999\"/><text x=\"{M}\" y=\"{:.1}\">{}</text>",
             W - 2.0 * M,
             bottom - top,
             top - 4.0,
             panel.title,
-            M - 4.0,
-            top + 10.0,
-            y_max / 1.1,
-            M - 4.0,
         );
         for (j, (legend, points)) in panel.lines.iter().enumerate() {
             let colour = COLOURS[j % COLOURS.len()];
@@ -201,6 +198,25 @@ fn tick(v: f64) -> String {
     }
 }
 
+/// Horizontal grid lines across the plot, labelled on the left, every `step` from 0 to `top`
+/// (`y` maps a value to its height).
+fn y_grid(svg: &mut String, y: impl Fn(f64) -> f64, top: f64, step: f64) {
+    let mut v = 0.0;
+    while v <= top + 1e-9 {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{M}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{2:.1}\" y=\"{3:.1}\" text-anchor=\"end\">{4}</text>",
+            y(v),
+            W - M,
+            M - 4.0,
+            y(v) + 4.0,
+            tick(v)
+        );
+        v += step;
+    }
+}
+
 /// Axes from 0 to a round number above `max`, with grid lines, and room for a legend on the
 /// right: returns the SVG so far and the axes' top values.
 fn axes(title: &str, x_label: &str, y_label: &str, x_max: f64, y_max: f64) -> (String, f64, f64) {
@@ -229,20 +245,7 @@ fn axes(title: &str, x_label: &str, y_label: &str, x_max: f64, y_max: f64) -> (S
         );
         v += x_step;
     }
-    let mut v = 0.0;
-    while v <= y_top + 1e-9 {
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{M}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{2:.1}\" y=\"{3:.1}\" text-anchor=\"end\">{4}</text>",
-            y(v),
-            W - M,
-            M - 4.0,
-            y(v) + 4.0,
-            tick(v)
-        );
-        v += y_step;
-    }
+    y_grid(&mut svg, y, y_top, y_step);
     let _ = writeln!(
         svg,
         "<rect x=\"{M}\" y=\"{M}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#999\"/>\
