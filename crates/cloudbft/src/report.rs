@@ -132,7 +132,7 @@ pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> 
             svg,
             "<rect x=\"{M}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" \
              stroke=\"#999\"/><text x=\"{M}\" y=\"{:.1}\">{}</text>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
              <text x=\"{:.1}\" y=\"{bottom:.1}\" text-anchor=\"end\">0</text>",
             W - 2.0 * M,
             bottom - top,
@@ -140,7 +140,7 @@ pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> 
             panel.title,
             M - 4.0,
             top + 10.0,
-            y_max / 1.1,
+            significant(y_max / 1.1),
             M - 4.0,
         );
         for (j, (legend, points)) in panel.lines.iter().enumerate() {
@@ -169,6 +169,17 @@ pub fn write_timeline(path: &Path, title: &str, panels: &[Panel]) -> Result<()> 
     }
     svg.push_str("</svg>\n");
     std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A panel's top value with two significant digits at least, so that a panel of small values
+/// (a decision log of some KiB in MiB) does not read "0" at the top.
+fn significant(v: f64) -> String {
+    match v {
+        v if v >= 10.0 => format!("{v:.0}"),
+        v if v >= 1.0 => format!("{v:.1}"),
+        v if v >= 0.1 => format!("{v:.2}"),
+        v => format!("{v:.3}"),
+    }
 }
 
 /// One line of an x-y plot: a legend, its points, and whether it is a dashed reference line
@@ -482,6 +493,8 @@ mod tests {
         assert_eq!(nice_step(30.0), 10.0);
         assert_eq!(tick(0.2), "0.2");
         assert_eq!(tick(400.0), "400");
+        assert_eq!(significant(233.4), "233");
+        assert_eq!(significant(0.044), "0.044");
     }
 
     #[test]
