@@ -49,6 +49,10 @@ pub struct SoakArgs {
     /// Sample memory, disk and throughput this often.
     #[arg(long, default_value_t = 5)]
     pub sample_every_secs: u64,
+    /// Stop early, and fail, when no transaction completed for this long: a stalled cluster
+    /// shows nothing more by running on.
+    #[arg(long, default_value_t = 120)]
+    pub stall_secs: u64,
     /// Closed-loop TPC-C terminals (no keying or think time).
     #[arg(long, default_value_t = 4)]
     pub terminals: u64,
@@ -62,7 +66,8 @@ pub struct SoakArgs {
     #[command(flatten)]
     pub tolerance: Tolerance,
     /// Results directory (must not exist): the cluster (configuration, logs, databases),
-    /// soak.json with every sample and soak.svg.
+    /// soak.json with every sample and soak.svg (and, while it runs, samples.json with the
+    /// samples so far, rewritten every minute).
     #[arg(long)]
     pub out: PathBuf,
     #[arg(long, default_value_t = 7900)]
@@ -139,10 +144,22 @@ pub struct Judged {
     pub flat: bool,
 }
 
+/// The executor's stored results on one database node.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StoredResults {
+    pub rows: u64,
+    /// Their bytes (results, positions, operation hashes) without the table's overhead.
+    pub mib: f64,
+}
+
 /// What a soak run measured.
 #[derive(Debug, Serialize)]
 pub struct SoakReport {
+    /// How long the load ran: `planned_secs`, or less if the cluster stalled.
     pub duration_secs: f64,
+    pub planned_secs: u64,
+    /// When the last transaction completed before a stall of `--stall-secs` ended the run.
+    pub stalled_at_secs: Option<f64>,
     pub restart_every_secs: u64,
     pub groups: u32,
     pub terminals: u64,
@@ -159,6 +176,9 @@ pub struct SoakReport {
     pub judged: Vec<Judged>,
     /// Per database node: what it lacks of the acknowledged transactions and holds beyond them.
     pub ledger: BTreeMap<String, Discrepancy>,
+    /// Per database node at the end: the executor's stored results, one per executed order,
+    /// which nothing deletes yet (docs/operations.md, "Soak").
+    pub stored_results: BTreeMap<String, StoredResults>,
     /// The digest every database node ended with after passing the consistency conditions,
     /// or why the check failed.
     pub digest: std::result::Result<String, String>,
@@ -399,24 +419,39 @@ pub fn soak(args: SoakArgs) -> Result<()> {
     runtime.block_on(client.shutdown());
     // Stopping drains: every database node reaches the same order before it stops.
     local.stop();
-    let (samples, restarts) = run?;
+    let (samples, restarts, stalled_at_secs) = run?;
+    // What ran, which is less than planned if the cluster stalled.
+    let duration = samples.last().map_or(0.0, |s| s.at_secs);
     let (ledger, failures) = stopped?;
     let digest = runtime
         .block_on(crate::tpcc_run::verify_nodes(&cluster))
         .map(hex::encode)
         .map_err(|e| format!("{e:#}"));
-    let mut discrepancies = BTreeMap::new();
+    let (mut discrepancies, mut stored_results) = (BTreeMap::new(), BTreeMap::new());
     for db in &cluster.config.db_nodes {
-        let rows = runtime.block_on(async {
+        let (rows, stored) = runtime.block_on(async {
             let mut conn = crate::tpcc_cmd::connect(&db.database).await?;
             let scale = tpcc::ScaleConfig::of_database(&mut conn).await?;
-            anyhow::Ok(tpcc::ledger::Rows::read(&mut conn, &scale).await?)
+            let rows = tpcc::ledger::Rows::read(&mut conn, &scale).await?;
+            let stored = dbvote::executor::stored_results(&mut conn).await?;
+            sqlx::Connection::close(conn).await?;
+            anyhow::Ok((rows, stored))
         })?;
-        discrepancies.insert(format!("dbnode-{}", db.id), ledger.compare(&loaded, &rows));
+        let name = format!("dbnode-{}", db.id);
+        discrepancies.insert(name.clone(), ledger.compare(&loaded, &rows));
+        stored_results.insert(
+            name,
+            StoredResults {
+                rows: stored.0,
+                mib: stored.1 as f64 / MIB,
+            },
+        );
     }
-    let judged = judge(&samples, args.duration_secs as f64, &args.tolerance);
+    let judged = judge(&samples, duration, &args.tolerance);
     let report = SoakReport {
-        duration_secs: args.duration_secs as f64,
+        duration_secs: duration,
+        planned_secs: args.duration_secs,
+        stalled_at_secs,
         restart_every_secs: args.restart_every_secs,
         groups: args.groups,
         terminals: args.terminals,
@@ -430,6 +465,7 @@ pub fn soak(args: SoakArgs) -> Result<()> {
         samples,
         judged,
         ledger: discrepancies,
+        stored_results,
         digest,
         machine: machine(),
     };
@@ -447,7 +483,7 @@ fn run(
     dir: &Path,
     runtime: &tokio::runtime::Runtime,
     completed: &AtomicU64,
-) -> Result<(Vec<Sample>, Vec<Restart>)> {
+) -> Result<(Vec<Sample>, Vec<Restart>, Option<f64>)> {
     let names: Vec<String> = local.pids().into_iter().map(|(n, _)| n).collect();
     let of_role =
         |r: &str| -> Vec<String> { names.iter().filter(|n| role(n) == r).cloned().collect() };
@@ -467,8 +503,24 @@ fn run(
     let mut recovering: Option<(usize, Option<u64>)> = None;
     let mut waiting_said = false;
     let at = |t: Instant| t.duration_since(start).as_secs_f64();
+    let (mut done, mut last_done, mut stalled) = (0, start, None);
+    let mut last_saved = start;
     while Instant::now() < end {
         let now = Instant::now();
+        if completed.load(Ordering::Relaxed) != done {
+            done = completed.load(Ordering::Relaxed);
+            last_done = now;
+        } else if now.duration_since(last_done) > Duration::from_secs(args.stall_secs) {
+            eprintln!(
+                "[{:>5.0} s] no transaction completed for {} s: the cluster stalled; stopping \
+                 the run (see the logs in {})",
+                at(now),
+                args.stall_secs,
+                dir.join("logs").display()
+            );
+            stalled = Some(at(last_done));
+            break;
+        }
         let endpoints: BTreeMap<String, SocketAddr> = local.endpoints().into_iter().collect();
         if let Some((i, target)) = recovering {
             let restart = &mut restarts[i];
@@ -547,6 +599,13 @@ fn run(
                 last_progress = now;
                 progress(samples.last().expect("just pushed"), args, restarts.len());
             }
+            if now.duration_since(last_saved) >= Duration::from_secs(60) {
+                last_saved = now;
+                let so_far = serde_json::json!({ "samples": &samples, "restarts": &restarts });
+                let path = args.out.join("samples.json");
+                std::fs::write(&path, so_far.to_string())
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -564,7 +623,7 @@ fn run(
             / (last.at_secs - previous.at_secs).max(1e-3);
         samples.push(Sample { per_sec, ..last });
     }
-    Ok((samples, restarts))
+    Ok((samples, restarts, stalled))
 }
 
 fn take_sample(
@@ -736,6 +795,49 @@ fn judge_per_order(samples: &[Sample], duration: f64, name: &str, t: &Tolerance)
     })
 }
 
+/// Prints the largest memory and disk use per role at the start, at the end of the warm-up
+/// and at the end, and the throughput per quarter: the figures docs/operations.md reports.
+fn summary(r: &SoakReport) {
+    let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) else {
+        return;
+    };
+    let warm = r
+        .samples
+        .iter()
+        .find(|s| s.at_secs >= r.duration_secs / 4.0)
+        .unwrap_or(last);
+    let measures: [(&str, fn(&Sample) -> &BTreeMap<String, f64>); 2] =
+        [("RSS", |s| &s.rss_mib), ("disk", |s| &s.disk_mib)];
+    for (what, of) in measures {
+        let (a, b, c) = (per_role(of(first)), per_role(of(warm)), per_role(of(last)));
+        for (role, end) in &c {
+            println!(
+                "  {what:<4} {role:<8} largest: start {:>7.2} MiB, after the warm-up ({:.0} s) \
+                 {:>7.2} MiB, end {end:>7.2} MiB",
+                a.get(role).copied().unwrap_or(0.0),
+                warm.at_secs,
+                b.get(role).copied().unwrap_or(0.0),
+            );
+        }
+    }
+    let rates: Vec<String> = (0..4)
+        .map(|q| {
+            let in_q: Vec<&Sample> = quarter(&r.samples, r.duration_secs, q).collect();
+            match (in_q.first(), in_q.last()) {
+                (Some(a), Some(b)) if b.at_secs > a.at_secs => format!(
+                    "{:.1}",
+                    (b.transactions - a.transactions) as f64 / (b.at_secs - a.at_secs)
+                ),
+                _ => "-".into(),
+            }
+        })
+        .collect();
+    println!(
+        "  throughput per quarter: {} transactions/s",
+        rates.join(", ")
+    );
+}
+
 /// Prints the verdict; an error names what grew or what failed.
 fn verdict(r: &SoakReport) -> Result<()> {
     let restarted = |role_name: &str| {
@@ -760,6 +862,7 @@ fn verdict(r: &SoakReport) -> Result<()> {
         restarted("replica"),
         restarted("dbnode")
     );
+    summary(r);
     for j in &r.judged {
         let unit = if j.measure == "rss_mib" {
             "RSS"
@@ -779,6 +882,15 @@ fn verdict(r: &SoakReport) -> Result<()> {
             j.last_quarter,
             j.bound,
             if j.flat { "flat" } else { "GREW" }
+        );
+    }
+    for (node, s) in &r.stored_results {
+        println!(
+            "  {node:<14} keeps {} results of executed orders, {:.2} MiB ({:.0} bytes each): \
+             never deleted, they grow with the orders",
+            s.rows,
+            s.mib,
+            s.mib * MIB / s.rows.max(1) as f64
         );
     }
     let mut problems: Vec<String> = r
@@ -805,6 +917,12 @@ fn verdict(r: &SoakReport) -> Result<()> {
                 "{node} does not hold exactly the acknowledged transactions: {d:?}"
             ));
         }
+    }
+    if let Some(at) = r.stalled_at_secs {
+        problems.push(format!(
+            "the cluster stalled: no transaction completed after {at:.0} s (of {} planned)",
+            r.planned_secs
+        ));
     }
     if let Err(e) = &r.digest {
         problems.push(e.clone());
