@@ -4,12 +4,14 @@
 
 use crate::keygen::{keygen, KeygenArgs, UsigMode};
 use anyhow::{bail, Context, Result};
+use client_plugin::client::{ClientEndpoint, ClientOptions};
 use proto::config::{Cluster, ClusterConfig, EpochStart};
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a process may take to open its port or socket.
@@ -46,6 +48,23 @@ struct Process {
     args: Vec<String>,
     /// Where it listens once started, to wait for it after a restart.
     listens: Option<SocketAddr>,
+}
+
+/// Opens the load driver's client endpoint (the configuration's second `[[client]]`; the
+/// gateway has the first) with the client keys in `dir/keys`: how the benchmarks and the soak
+/// reach a local cluster.
+pub async fn load_driver(
+    cluster: Arc<Cluster>,
+    dir: &Path,
+    options: ClientOptions,
+) -> Result<ClientEndpoint> {
+    let endpoint = cluster
+        .config
+        .clients
+        .get(1)
+        .map(|c| c.addr.clone())
+        .context("no load-driver client endpoint in the configuration")?;
+    Ok(ClientEndpoint::open(cluster, &dir.join("keys"), &endpoint, options).await?)
 }
 
 /// Creates the cluster directory on first use; on later uses starts a new configuration epoch

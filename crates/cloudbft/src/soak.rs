@@ -397,22 +397,11 @@ pub fn soak(args: SoakArgs) -> Result<()> {
         args.duration_secs,
         args.restart_every_secs
     );
-    let client = runtime.block_on(async {
-        let endpoint = cluster
-            .config
-            .clients
-            .get(1)
-            .map(|c| c.addr.clone())
-            .context("no load-driver client endpoint in the configuration")?;
-        let client = ClientEndpoint::open(
-            Arc::new(cluster.clone()),
-            &dir.join("keys"),
-            &endpoint,
-            ClientOptions::default(),
-        )
-        .await?;
-        anyhow::Ok(client)
-    })?;
+    let client = runtime.block_on(crate::launch::load_driver(
+        Arc::new(cluster.clone()),
+        &dir,
+        ClientOptions::default(),
+    ))?;
     let load = Load::start(&runtime, &client, &args);
     let run = run(&args, &mut local, &cluster, &dir, &runtime, &load.completed);
     let stopped = load.stop(&runtime);
@@ -674,17 +663,17 @@ fn take_sample(
 }
 
 /// The largest value per role in a sample's map.
-fn per_role(values: &BTreeMap<String, f64>) -> BTreeMap<&str, f64> {
-    let mut out: BTreeMap<&str, f64> = BTreeMap::new();
+fn per_role(values: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
     for (name, &v) in values {
-        let max = out.entry(role(name)).or_insert(0.0);
+        let max = out.entry(role(name).to_string()).or_insert(0.0);
         *max = max.max(v);
     }
     out
 }
 
 fn progress(s: &Sample, args: &SoakArgs, restarts: usize) {
-    let show = |m: BTreeMap<&str, f64>| {
+    let show = |m: BTreeMap<String, f64>| {
         m.iter()
             .map(|(r, v)| format!("{r} {v:.1}"))
             .collect::<Vec<_>>()
@@ -806,10 +795,15 @@ fn summary(r: &SoakReport) {
         .iter()
         .find(|s| s.at_secs >= r.duration_secs / 4.0)
         .unwrap_or(last);
-    let measures: [(&str, fn(&Sample) -> &BTreeMap<String, f64>); 2] =
-        [("RSS", |s| &s.rss_mib), ("disk", |s| &s.disk_mib)];
-    for (what, of) in measures {
-        let (a, b, c) = (per_role(of(first)), per_role(of(warm)), per_role(of(last)));
+    for what in ["RSS", "disk"] {
+        let of = |s: &Sample| {
+            per_role(if what == "RSS" {
+                &s.rss_mib
+            } else {
+                &s.disk_mib
+            })
+        };
+        let (a, b, c) = (of(first), of(warm), of(last));
         for (role, end) in &c {
             println!(
                 "  {what:<4} {role:<8} largest: start {:>7.2} MiB, after the warm-up ({:.0} s) \
