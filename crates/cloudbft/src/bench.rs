@@ -10,7 +10,7 @@ use crate::launch::{prepare, LaunchOptions, LocalCluster};
 use crate::report::{write_timeline, Panel};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use client_plugin::client::{ClientEndpoint, ClientOptions};
+use client_plugin::client::ClientOptions;
 use dbvote::bank::BankOp;
 use dbvote::noop::NoopOp;
 use hdrhistogram::Histogram;
@@ -375,19 +375,8 @@ async fn drive(
     partitions: u32,
     pids: Vec<(String, u32)>,
 ) -> Result<Report> {
-    let endpoint = cluster
-        .config
-        .clients
-        .get(1)
-        .map(|c| c.addr.clone())
-        .context("no load-driver client endpoint in the configuration")?;
-    let client = ClientEndpoint::open(
-        Arc::new(cluster),
-        &dir.join("keys"),
-        &endpoint,
-        ClientOptions::default(),
-    )
-    .await?;
+    let client =
+        crate::launch::load_driver(Arc::new(cluster), dir, ClientOptions::default()).await?;
     let bank = args.application == "bank";
     if bank {
         eprintln!("opening {} accounts", args.clients * u64::from(partitions));

@@ -257,12 +257,6 @@ async fn drive(
     dir: &std::path::Path,
 ) -> Result<ElasticReport> {
     let cluster = Arc::new(Cluster::load(config)?);
-    let endpoint = cluster
-        .config
-        .clients
-        .get(1)
-        .map(|c| c.addr.clone())
-        .context("no load-driver client endpoint in the configuration")?;
     // The load driver's client metrics, where the autoscaler reads the latency.
     let mut registry = net::metrics::Registry::default();
     let metrics = ClientMetrics::register(&mut registry);
@@ -270,10 +264,9 @@ async fn drive(
     net::metrics::serve(metrics_addr, Arc::new(registry))
         .await
         .with_context(|| format!("serving the load driver's metrics at {metrics_addr}"))?;
-    let client = ClientEndpoint::open(
+    let client = crate::launch::load_driver(
         cluster.clone(),
-        &dir.join("keys"),
-        &endpoint,
+        dir,
         ClientOptions {
             metrics,
             ..ClientOptions::default()

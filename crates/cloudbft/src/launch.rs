@@ -4,12 +4,14 @@
 
 use crate::keygen::{keygen, KeygenArgs, UsigMode};
 use anyhow::{bail, Context, Result};
+use client_plugin::client::{ClientEndpoint, ClientOptions};
 use proto::config::{Cluster, ClusterConfig, EpochStart};
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a process may take to open its port or socket.
@@ -33,8 +35,36 @@ pub struct LocalCluster {
     pub cluster: Cluster,
     /// The cluster's directory (configuration, logs, pid files).
     dir: PathBuf,
-    /// (name, process, metrics address), in start order.
-    processes: Vec<(String, Child, Option<SocketAddr>)>,
+    /// Every process, in start order.
+    processes: Vec<Process>,
+}
+
+/// One child process of the cluster, with what it takes to start it again.
+struct Process {
+    name: String,
+    child: Child,
+    metrics: Option<SocketAddr>,
+    /// Its arguments (after the executable), to restart it as it was.
+    args: Vec<String>,
+    /// Where it listens once started, to wait for it after a restart.
+    listens: Option<SocketAddr>,
+}
+
+/// Opens the load driver's client endpoint (the configuration's second `[[client]]`; the
+/// gateway has the first) with the client keys in `dir/keys`: how the benchmarks and the soak
+/// reach a local cluster.
+pub async fn load_driver(
+    cluster: Arc<Cluster>,
+    dir: &Path,
+    options: ClientOptions,
+) -> Result<ClientEndpoint> {
+    let endpoint = cluster
+        .config
+        .clients
+        .get(1)
+        .map(|c| c.addr.clone())
+        .context("no load-driver client endpoint in the configuration")?;
+    Ok(ClientEndpoint::open(cluster, &dir.join("keys"), &endpoint, options).await?)
 }
 
 /// Creates the cluster directory on first use; on later uses starts a new configuration epoch
@@ -158,7 +188,7 @@ impl LocalCluster {
                 // Every identity starts a new USIG epoch with the new configuration epoch.
                 args.push("--new-epoch".into());
             }
-            me.spawn(&dir, &format!("usigd-{machine}"), &args, None)?;
+            me.spawn(&dir, &format!("usigd-{machine}"), &args, None, None)?;
         }
         let c = me.cluster.config.clone();
         for id in c
@@ -204,7 +234,7 @@ impl LocalCluster {
             let addr: SocketAddr = addr.parse().with_context(|| format!("{name}.addr"))?;
             let metrics = SocketAddr::new(addr.ip(), addr.port() + 1000);
             args.extend(["--metrics".into(), metrics.to_string()]);
-            me.spawn(&dir, &name, &args, Some(metrics))?;
+            me.spawn(&dir, &name, &args, Some(metrics), Some(addr))?;
             wait_port(&name, addr, &mut me.processes)?;
         }
         if let Some(gateway) = options.gateway {
@@ -225,7 +255,7 @@ impl LocalCluster {
                 "--node-metrics-offset".into(),
                 "1000".into(),
             ];
-            me.spawn(&dir, "gateway", &args, Some(gateway))?;
+            me.spawn(&dir, "gateway", &args, Some(gateway), Some(gateway))?;
             wait_port("gateway", gateway, &mut me.processes)?;
         }
         Ok(me)
@@ -261,42 +291,80 @@ impl LocalCluster {
         name: &str,
         args: &[String],
         metrics: Option<SocketAddr>,
+        listens: Option<SocketAddr>,
     ) -> Result<()> {
-        let log = dir.join("logs").join(format!("{name}.log"));
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {}", log.display()))?;
-        let exe = std::env::current_exe()?;
-        // Each child in its own process group: a Ctrl-C in the terminal reaches only the
-        // launcher, which then stops the children in order (gateway, drain, nodes, usigd).
-        // If the launcher itself dies (SIGKILL), the kernel sends the children SIGTERM.
-        let mut command = Command::new(exe);
-        // SAFETY: prctl is async-signal-safe and touches only the child's own state.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = command
-            .process_group(0)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        self.processes.push((name.to_string(), child, metrics));
+        let child = start_child(dir, name, args)?;
+        self.processes.push(Process {
+            name: name.to_string(),
+            child,
+            metrics,
+            args: args.to_vec(),
+            listens,
+        });
         Ok(())
     }
 
+    /// Kills the process `name` with SIGKILL, as a crash would (nothing flushed, no goodbye to
+    /// its peers), waits `down`, starts it again with the arguments it was first started with
+    /// (its log continues) and waits until it listens. The soak test restarts nodes this way.
+    pub fn kill_and_restart(&mut self, name: &str, down: Duration) -> Result<()> {
+        let process = self
+            .processes
+            .iter_mut()
+            .find(|p| p.name == name)
+            .with_context(|| format!("{name} is not a running process of this cluster"))?;
+        process
+            .child
+            .kill()
+            .with_context(|| format!("killing {name}"))?;
+        process.child.wait()?;
+        std::thread::sleep(down);
+        process.child = start_child(&self.dir, name, &process.args)?;
+        if let Some(addr) = process.listens {
+            wait_port(name, addr, &mut self.processes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts this binary with `args` as the process `name`, appending its output to
+/// `logs/<name>.log` in `dir`.
+fn start_child(dir: &Path, name: &str, args: &[String]) -> Result<Child> {
+    let log = dir.join("logs").join(format!("{name}.log"));
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let exe = std::env::current_exe()?;
+    // Each child in its own process group: a Ctrl-C in the terminal reaches only the
+    // launcher, which then stops the children in order (gateway, drain, nodes, usigd).
+    // If the launcher itself dies (SIGKILL), the kernel sends the children SIGTERM.
+    let mut command = Command::new(exe);
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let child = command
+        .process_group(0)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {name}"))?;
+    Ok(child)
+}
+
+impl LocalCluster {
     /// (name, metrics address) of every process with an HTTP endpoint.
     pub fn endpoints(&self) -> Vec<(String, SocketAddr)> {
         self.processes
             .iter()
-            .filter_map(|(n, _, m)| m.map(|m| (n.clone(), m)))
+            .filter_map(|p| p.metrics.map(|m| (p.name.clone(), m)))
             .collect()
     }
 
@@ -304,7 +372,7 @@ impl LocalCluster {
     pub fn pids(&self) -> Vec<(String, u32)> {
         self.processes
             .iter()
-            .map(|(n, child, _)| (n.clone(), child.id()))
+            .map(|p| (p.name.clone(), p.child.id()))
             .collect()
     }
 
@@ -312,14 +380,13 @@ impl LocalCluster {
     /// part of the cluster.
     pub fn exited(&mut self) -> Vec<(String, std::process::ExitStatus)> {
         let mut exited = Vec::new();
-        self.processes
-            .retain_mut(|(name, child, _)| match child.try_wait() {
-                Ok(Some(status)) => {
-                    exited.push((name.clone(), status));
-                    false
-                }
-                _ => true,
-            });
+        self.processes.retain_mut(|p| match p.child.try_wait() {
+            Ok(Some(status)) => {
+                exited.push((p.name.clone(), status));
+                false
+            }
+            _ => true,
+        });
         exited
     }
 
@@ -328,14 +395,14 @@ impl LocalCluster {
     /// (replicas re-send decisions to the ones behind), so that a restart finds them level.
     /// Replicas that operator commands started for this cluster (`pids/`) stop with it.
     pub fn stop(&mut self) {
-        if let Some(i) = self.processes.iter().position(|(n, _, _)| n == "gateway") {
-            let (name, mut child, _) = self.processes.remove(i);
-            terminate(&name, &mut child);
+        if let Some(i) = self.processes.iter().position(|p| p.name == "gateway") {
+            let mut gateway = self.processes.remove(i);
+            terminate(&gateway.name, &mut gateway.child);
         }
         self.drain();
         self.stop_added();
-        while let Some((name, mut child, _)) = self.processes.pop() {
-            terminate(&name, &mut child);
+        while let Some(mut p) = self.processes.pop() {
+            terminate(&p.name, &mut p.child);
         }
     }
 
@@ -345,8 +412,8 @@ impl LocalCluster {
         let dbs: Vec<SocketAddr> = self
             .processes
             .iter()
-            .filter(|(n, _, _)| n.starts_with("dbnode-"))
-            .filter_map(|(_, _, m)| *m)
+            .filter(|p| p.name.starts_with("dbnode-"))
+            .filter_map(|p| p.metrics)
             .collect();
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         let mut last = None;
@@ -429,18 +496,14 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
 }
 
 /// Waits until `addr` accepts connections, failing early if the process exited.
-fn wait_port(
-    name: &str,
-    addr: SocketAddr,
-    processes: &mut [(String, Child, Option<SocketAddr>)],
-) -> Result<()> {
+fn wait_port(name: &str, addr: SocketAddr, processes: &mut [Process]) -> Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
             return Ok(());
         }
-        if let Some((_, child, _)) = processes.iter_mut().rev().find(|(n, _, _)| n == name) {
-            if let Ok(Some(status)) = child.try_wait() {
+        if let Some(p) = processes.iter_mut().rev().find(|p| p.name == name) {
+            if let Ok(Some(status)) = p.child.try_wait() {
                 bail!("{name} exited ({status}) while starting: see logs/{name}.log");
             }
         }

@@ -21,6 +21,7 @@ mod provider;
 mod reconfigure_cmd;
 mod report;
 mod reshape;
+mod soak;
 mod terraform;
 mod tpcc_cmd;
 mod tpcc_run;
@@ -83,6 +84,9 @@ enum Command {
     /// Run a load ramp against a fresh cluster with fixed groups or the autoscaler, and record
     /// throughput, p95 and groups over time (JSON and SVG).
     Elastic(elastic::ElasticArgs),
+    /// Run TPC-C load for long while nodes are killed and restarted in turn, and show that
+    /// memory and disk stay flat (samples as JSON, a timeline as SVG, a verdict).
+    Soak(soak::SoakArgs),
     /// Reproduce the paper's evaluation (Figs 5-11): run its experiments into a results
     /// directory, and write the report with its plots from one.
     Paper(paper::PaperArgs),
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
             | Command::Autoscale(_)
             | Command::Elastic(_)
             | Command::Paper(_)
+            | Command::Soak(_)
     );
     let default = if quiet {
         "warn,net=error"
@@ -162,6 +167,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Elastic(args) => elastic::elastic(args),
         Command::Place(args) => place_cmd::place(args),
         Command::Paper(args) => paper::paper(args),
+        Command::Soak(args) => soak::soak(args),
         Command::Keygen(args) => {
             let path = keygen::keygen(&args)?;
             println!("wrote {}", path.display());

@@ -237,6 +237,40 @@ fn all_processes() -> BTreeMap<u32, (String, u64)> {
         .collect()
 }
 
+/// A process's resident memory in MiB (`VmRSS` of /proc/PID/status); `None` once it is gone.
+pub fn resident_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
+/// The disk space the files under `path` (a file or a directory, followed recursively) take,
+/// in bytes, as `du` counts it (allocated blocks, not file lengths: a sparse or preallocated
+/// file counts what it holds on disk). Files that vanish while it walks (a decision-log
+/// segment deleted at a checkpoint) count as nothing; a missing `path` is 0.
+pub fn disk_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.blocks() * 512;
+    }
+    std::fs::read_dir(path).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| disk_bytes(&e.path()))
+            .sum::<u64>()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

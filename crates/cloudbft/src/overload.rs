@@ -269,7 +269,7 @@ async fn drive(
         while Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(500)).await;
             for (name, pid) in &pids {
-                let now = resident_mib(*pid).unwrap_or(0.0);
+                let now = crate::measure::resident_mib(*pid).unwrap_or(0.0);
                 let max = peak.entry(name.clone()).or_insert(0.0f64);
                 *max = max.max(now);
             }
@@ -515,20 +515,6 @@ async fn scrape(at: SocketAddr, path: &str) -> std::io::Result<String> {
     let mut text = String::new();
     stream.read_to_string(&mut text).await?;
     Ok(text)
-}
-
-/// A process's resident memory in MiB (`VmRSS` of /proc/PID/status).
-fn resident_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
 }
 
 fn print_report(r: &OverloadReport) {

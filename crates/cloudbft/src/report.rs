@@ -193,8 +193,11 @@ fn tick(v: f64) -> String {
         format!("{v:.0}")
     } else if (v * 10.0 - (v * 10.0).round()).abs() < 1e-9 {
         format!("{v:.1}")
-    } else {
+    } else if (v * 100.0 - (v * 100.0).round()).abs() < 1e-9 {
         format!("{v:.2}")
+    } else {
+        // Small values (a decision log of some KiB on a MiB axis) must not read "0.00".
+        format!("{v:.3}")
     }
 }
 
@@ -485,6 +488,8 @@ mod tests {
         assert_eq!(nice_step(30.0), 10.0);
         assert_eq!(tick(0.2), "0.2");
         assert_eq!(tick(400.0), "400");
+        assert_eq!(tick(0.05), "0.05");
+        assert_eq!(tick(0.004), "0.004");
     }
 
     #[test]

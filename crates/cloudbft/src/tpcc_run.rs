@@ -312,19 +312,9 @@ fn run_cluster(
     )?;
     eprintln!("cluster up in {}", dir.display());
     let report = runtime.block_on(async {
-        let endpoint = cluster
-            .config
-            .clients
-            .get(1)
-            .map(|c| c.addr.clone())
-            .context("no load-driver client endpoint in the configuration")?;
-        let client = ClientEndpoint::open(
-            Arc::new(cluster.clone()),
-            &dir.join("keys"),
-            &endpoint,
-            ClientOptions::default(),
-        )
-        .await?;
+        let client =
+            crate::launch::load_driver(Arc::new(cluster.clone()), dir, ClientOptions::default())
+                .await?;
         let watch = Watch {
             endpoints: local.endpoints(),
             pids: local.pids().into_iter().map(|(_, pid)| pid).collect(),

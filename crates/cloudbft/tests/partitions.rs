@@ -35,7 +35,6 @@ mod common;
 use client_plugin::client::{ClientEndpoint, ClientOptions};
 use common::netns::{Fault, Network};
 use proto::config::{Cluster, ClusterConfig};
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -366,55 +365,19 @@ fn write_config(path: &Path, config: ClusterConfig) {
 /// What the clients were told: the pages they accepted, as the rows they stand for.
 #[derive(Default)]
 struct Ledger {
-    /// Accepted New-Orders that were not rolled back.
-    new_orders: Orders,
-    /// Accepted Payments as history rows: c_w, c_d, c_id, w, d, amount, date.
-    payments: Vec<[i64; 7]>,
+    /// The acknowledged New-Orders and Payments.
+    acknowledged: tpcc::ledger::Ledger,
     /// When each transaction was accepted, and by which group.
     completed: Vec<(Instant, u32)>,
     /// Requests that failed (they must not).
     errors: Vec<String>,
 }
 
-/// The value shown in the page element with id `id`.
-fn field(page: &str, id: &str) -> Option<i64> {
-    page.split(&format!("id=\"{id}\">"))
-        .nth(1)?
-        .split('<')
-        .next()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 impl Ledger {
-    fn record(&mut self, op: &TpccOp, page: &str, group: u32) -> Result<(), String> {
-        if page.contains("Nothing was changed.") {
-            return Err(format!("the cluster refused {op:?}: {page}"));
-        }
-        match op {
-            TpccOp::NewOrder(o) if !page.contains("Item number is not valid") => {
-                let o_id = field(page, "o_id").ok_or(format!("no order number in {page}"))?;
-                let key = (i64::from(o.w_id), i64::from(o.d_id), o_id);
-                let row = (i64::from(o.c_id), o.lines.len() as i64);
-                if self.new_orders.insert(key, row).is_some() {
-                    return Err(format!("two accepted New-Orders got order {key:?}"));
-                }
-            }
-            TpccOp::Payment(p) => {
-                let c_id = field(page, "c_id").ok_or(format!("no customer in {page}"))?;
-                self.payments.push([
-                    i64::from(p.c_w_id),
-                    i64::from(p.c_d_id),
-                    c_id,
-                    i64::from(p.w_id),
-                    i64::from(p.d_id),
-                    p.h_amount,
-                    p.h_date,
-                ]);
-            }
-            _ => {}
-        }
+    fn record(&mut self, op: &TpccOp, page: &[u8], group: u32) -> Result<(), String> {
+        self.acknowledged
+            .record(op, page)
+            .map_err(|e| e.to_string())?;
         self.completed.push((Instant::now(), group));
         Ok(())
     }
@@ -487,8 +450,10 @@ impl Load {
                             .await
                             .map_err(|e| format!("{:?} failed: {e}", op.kind()))
                             .and_then(|accepted| {
-                                let page = String::from_utf8_lossy(&accepted.page);
-                                ledger.lock().unwrap().record(&op, &page, accepted.group.0)
+                                ledger
+                                    .lock()
+                                    .unwrap()
+                                    .record(&op, &accepted.page, accepted.group.0)
                             });
                         if let Err(e) = outcome {
                             ledger.lock().unwrap().errors.push(e);
@@ -525,9 +490,6 @@ struct Run {
 /// What must have happened before a fault is healed (e.g. a view change), and what its
 /// absence is called.
 type Holds<'a> = Option<(&'a str, &'a dyn Fn(&NetCluster) -> bool)>;
-
-/// Orders added since the load: (w, d, o_id) -> (c_id, lines).
-type Orders = BTreeMap<(i64, i64, i64), (i64, i64)>;
 
 /// The node a fault leaves behind, and the counter that shows its progress: a replica's
 /// decisions (`cloudbft_commits_total`) or a database node's highest executed order.
@@ -715,23 +677,15 @@ impl Run {
             "requests failed: {:?}",
             ledger.errors
         );
-        let mut payments = [self.loaded_history.clone(), ledger.payments.clone()].concat();
-        payments.sort_unstable();
         let mut digests = Vec::new();
         for db in &self.cluster.cluster.config.db_nodes {
-            let (digest, orders, history) = self.runtime.block_on(inspect(&db.database, db.id));
-            assert_eq!(
-                orders, ledger.new_orders,
-                "database node {}: the orders added are not exactly the New-Orders acknowledged",
-                db.id
-            );
+            let (digest, rows) = self.runtime.block_on(inspect(&db.database, db.id));
+            let discrepancy = ledger.acknowledged.compare(&self.loaded_history, &rows);
             assert!(
-                history == payments,
-                "database node {}: the history rows are not exactly the loaded ones and the \
-                 Payments acknowledged ({} rows, {} expected)",
-                db.id,
-                history.len(),
-                payments.len()
+                discrepancy.is_exact(),
+                "database node {}: the orders and history rows added are not exactly the \
+                 New-Orders and Payments acknowledged: {discrepancy:?}",
+                db.id
             );
             digests.push((db.id, hex::encode(digest)));
         }
@@ -743,9 +697,9 @@ impl Run {
     }
 }
 
-/// A database node's digest, the orders added since the load (key -> customer, lines) and its
-/// history rows sorted, after checking the consistency conditions.
-async fn inspect(url: &str, id: u32) -> ([u8; 32], Orders, Vec<[i64; 7]>) {
+/// A database node's digest and the rows the ledger counts, after checking the consistency
+/// conditions.
+async fn inspect(url: &str, id: u32) -> ([u8; 32], tpcc::ledger::Rows) {
     use sqlx::Connection;
     sqlx::any::install_default_drivers();
     let mut conn = sqlx::AnyConnection::connect(url).await.unwrap();
@@ -764,34 +718,9 @@ async fn inspect(url: &str, id: u32) -> ([u8; 32], Orders, Vec<[i64; 7]>) {
     let digest = dbvote::digest::of_database(&mut conn, tpcc::schema::TABLES)
         .await
         .unwrap();
-    let orders: Vec<(i64, i64, i64, i64, i64)> =
-        sqlx::query_as("SELECT o_w_id, o_d_id, o_id, o_c_id, o_ol_cnt FROM orders WHERE o_id > $1")
-            .bind(scale.orders_per_district)
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-    let history = history(&mut conn).await;
+    let rows = tpcc::ledger::Rows::read(&mut conn, &scale).await.unwrap();
     conn.close().await.unwrap();
-    let orders = orders
-        .into_iter()
-        .map(|(w, d, o, c, lines)| ((w, d, o), (c, lines)))
-        .collect();
-    (digest, orders, history)
-}
-
-async fn history(conn: &mut sqlx::AnyConnection) -> Vec<[i64; 7]> {
-    let rows: Vec<(i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
-        "SELECT h_c_w_id, h_c_d_id, h_c_id, h_w_id, h_d_id, h_amount, h_date FROM history",
-    )
-    .fetch_all(conn)
-    .await
-    .unwrap();
-    let mut rows: Vec<[i64; 7]> = rows
-        .into_iter()
-        .map(|(a, b, c, d, e, f, g)| [a, b, c, d, e, f, g])
-        .collect();
-    rows.sort_unstable();
-    rows
+    (digest, rows)
 }
 
 /// Starts the network and the cluster, runs `script` under it from the client's namespace,
@@ -989,7 +918,7 @@ fn run(net: Network, script: fn(&mut Run)) -> Vec<String> {
         use sqlx::Connection;
         sqlx::any::install_default_drivers();
         let mut conn = sqlx::AnyConnection::connect(url).await.unwrap();
-        history(&mut conn).await
+        tpcc::ledger::history(&mut conn).await.unwrap()
     });
     let mut run = Run {
         net,

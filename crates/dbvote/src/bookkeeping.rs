@@ -52,6 +52,8 @@ pub(crate) const SELECT_RESULT: &str =
 pub(crate) const INSERT_RESULT: &str =
     "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, result) \
      VALUES ($1, $2, $3, $4)";
+pub(crate) const RESULTS_SIZE: &str = "SELECT COUNT(*), COALESCE(SUM(LENGTH(positions) + \
+     LENGTH(operation_sha256) + LENGTH(result)), 0) FROM cloudbft_results";
 pub(crate) const HIGHEST_ORDER: &str = "SELECT COALESCE(MAX(order_id), 0) FROM cloudbft_results";
 pub(crate) const HAS_RESULT: &str = "SELECT COUNT(*) FROM cloudbft_results WHERE order_id = $1";
 /// The lowest stored order above `$1` whose successor is not stored.

@@ -919,6 +919,15 @@ fn redact(url: &str) -> String {
     format!("{}{user}:***{}", &url[..scheme_end + 3], &rest[at..])
 }
 
+/// How many executed orders a database keeps a result of, and the bytes of those results with
+/// their positions and operation hashes (not counting the table's own overhead). Nothing
+/// deletes them yet: they grow by one row per executed order, which `cloudbft soak` reports
+/// (docs/operations.md, "Soak").
+pub async fn stored_results(conn: &mut AnyConnection) -> Result<(u64, u64), sqlx::Error> {
+    let (rows, bytes): (i64, i64) = sqlx::query_as(bk::RESULTS_SIZE).fetch_one(conn).await?;
+    Ok((rows.max(0) as u64, bytes.max(0) as u64))
+}
+
 /// Creates the PostgreSQL database a node URL names if it does not exist yet (connecting to
 /// the server's `postgres` database; the role needs CREATEDB). SQLite files are created by
 /// [`Executor::open`], so this does nothing for them.

@@ -442,10 +442,16 @@ pub async fn serve(
 /// A database node's `cloudbft_highest_order`, read from its metrics endpoint (the launcher
 /// waits on it before a stop, and tests on a restarted node's catching up).
 pub fn highest_order(metrics: std::net::SocketAddr) -> Option<u64> {
-    scrape(metrics)?
-        .lines()
-        .find_map(|l| l.strip_prefix("cloudbft_highest_order "))
-        .and_then(|v| v.trim().parse().ok())
+    value(metrics, "cloudbft_highest_order").map(|v| v as u64)
+}
+
+/// The value of the first sample named exactly `name` (a series without labels) that a
+/// metrics endpoint serves: for the launcher, the soak test and tests that wait on a node.
+pub fn value(metrics: std::net::SocketAddr, name: &str) -> Option<f64> {
+    scrape(metrics)?.lines().find_map(|line| {
+        let (sample, value) = line.split_once(' ')?;
+        (sample == name).then(|| value.trim().parse().ok())?
+    })
 }
 
 /// The Prometheus text a metrics endpoint serves (`None` if it does not answer within a few

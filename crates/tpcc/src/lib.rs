@@ -11,6 +11,7 @@
 
 mod app;
 pub mod check;
+pub mod ledger;
 pub mod load;
 pub mod pages;
 mod programs;

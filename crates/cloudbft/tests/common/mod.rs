@@ -263,21 +263,10 @@ pub fn kill(config: &Path, role: &str, id: u32) -> Vec<String> {
 /// A node's metric without labels (its first sample named `name`), from the metrics endpoint
 /// its arguments name.
 pub fn metric(args: &[String], name: &str) -> Option<f64> {
-    use std::io::{Read, Write};
-    let addr: std::net::SocketAddr = args.windows(2).find(|w| w[0] == "--metrics")?[1]
+    let metrics = args.windows(2).find(|w| w[0] == "--metrics")?[1]
         .parse()
         .ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    text.lines().find_map(|line| {
-        let (sample, value) = line.split_once(' ')?;
-        (sample == name).then(|| value.trim().parse().ok())?
-    })
+    node::metrics::value(metrics, name)
 }
 
 /// A node process a test started again itself (the demo does not manage it). If the test ends
