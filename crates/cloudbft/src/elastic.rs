@@ -157,11 +157,7 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions {
-            max_batch: 64,
-            pages: args.pages.clone(),
-            gateway: None,
-        },
+        &LaunchOptions::driven(&args.pages, None),
     )?;
     eprintln!("cluster up in {}", dir.display());
     let mut report = runtime.block_on(drive(&args, &ramp, &config, &dir))?;

@@ -30,6 +30,18 @@ pub struct LaunchOptions {
     pub gateway: Option<SocketAddr>,
 }
 
+impl LaunchOptions {
+    /// A fresh cluster that one of our commands (soak, elastic, overload) drives itself: the
+    /// default batch of 64, its page stage, and a gateway if it tests one.
+    pub fn driven(pages: &crate::nodes::PageArgs, gateway: Option<SocketAddr>) -> Self {
+        LaunchOptions {
+            max_batch: 64,
+            pages: pages.clone(),
+            gateway,
+        }
+    }
+}
+
 /// A running local cluster. Dropping it stops every process.
 pub struct LocalCluster {
     pub cluster: Cluster,

@@ -152,11 +152,7 @@ pub fn overload(args: OverloadArgs) -> Result<()> {
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions {
-            max_batch: 64,
-            pages: args.pages.clone(),
-            gateway: Some(args.gateway_addr),
-        },
+        &LaunchOptions::driven(&args.pages, Some(args.gateway_addr)),
     )?;
     eprintln!("cluster up in {}", dir.display());
     let primary_metrics = cluster

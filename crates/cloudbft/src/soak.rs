@@ -381,11 +381,7 @@ pub fn soak(args: SoakArgs) -> Result<()> {
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions {
-            max_batch: 64,
-            pages: args.pages.clone(),
-            gateway: None,
-        },
+        &LaunchOptions::driven(&args.pages, None),
     )?;
     eprintln!(
         "cluster up in {}: {} group(s), {} database nodes, {} terminals for {} s, a node \
