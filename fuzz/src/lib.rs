@@ -62,7 +62,7 @@ pub fn nested_new_view(bytes: &[u8], depth: usize) {
 
 fn view_change_bases(view_changes: &[proto::ViewChange], depth: usize) {
     for vc in view_changes {
-        if let Some(base) = &vc.body.base {
+        if let Some(proto::Base::Carried(base)) = &vc.body.base {
             nested_new_view(base, depth);
         }
     }

@@ -182,7 +182,7 @@ impl Seeds {
     fn view_change(&self, next_view: View, base: Option<&NewView>) -> ViewChange {
         let body = ViewChangeBody {
             checkpoint: Some(self.stable()),
-            base: base.map(NewView::encode),
+            base: base.map(|nv| proto::Base::Carried(nv.encode())),
             prepares: vec![self.prepare.clone()],
             log: vec![
                 Warranted::Commit(self.commit.stub()),

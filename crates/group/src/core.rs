@@ -16,10 +16,10 @@ use crate::view::{
 };
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, EpochClose, Execution,
-    GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal, RecoveryState,
-    Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View, ViewChange,
-    ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    chain, chain_start, Anchor, Base, Checkpoint, ClientId, Commit, CommitDb, EpochClose,
+    Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal,
+    RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View,
+    ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -964,9 +964,18 @@ impl ReplicaCore {
     fn next_warrant_now(&mut self) -> Vec<Action> {
         self.queue_checkpoints();
         if let Some(next_view) = self.view_change_due.take() {
+            let stable = self.checkpoints.stable();
+            let h = &self.history;
+            // Named when our stable checkpoint vouches for it, which ends the chain of nested
+            // NEW-VIEWs; carried otherwise (docs/protocol.md, "Bounded VIEW-CHANGEs").
+            let named = stable.lineage() == h.lineage && stable.slot >= h.base_slot;
+            let base = h.base.as_ref().map(|bytes| match named {
+                true => Base::Named(h.lineage),
+                false => Base::Carried(bytes.clone()),
+            });
             let body = ViewChangeBody {
-                checkpoint: self.checkpoints.stable().proof.clone(),
-                base: self.history.base.clone(),
+                checkpoint: stable.proof.clone(),
+                base,
                 prepares: self.history.since_base.clone(),
                 log: self.log.clone(),
                 anchor_proof: self.log_start.1.clone(),
@@ -1679,7 +1688,7 @@ impl ReplicaCore {
             since_base: Vec::new(),
             chain: start.chain,
             next_slot: end + 1,
-            lineage: Lineage::of(&nv),
+            lineage: Lineage::of(&nv, end),
         };
         let mut executions = Vec::new();
         for (i, slot) in cut.slots.iter().enumerate() {
@@ -1943,8 +1952,9 @@ impl ReplicaCore {
         match at {
             Proposal::NewView(nv) => {
                 let cut = self.checker.new_view(nv).ok()?;
-                let fits = cut.end() == low.slot && low.lineage() == Lineage::of(nv);
-                fits.then(|| (Lineage::of(nv), Some(nv.encode()), low.slot, nv.ui.counter))
+                let lineage = Lineage::of(nv, cut.end());
+                let fits = cut.end() == low.slot && low.lineage() == lineage;
+                fits.then(|| (lineage, Some(nv.encode()), low.slot, nv.ui.counter))
             }
             Proposal::Prepare(p) => {
                 if p.primary != primary_of(&self.cluster, p.view) {
@@ -1959,7 +1969,7 @@ impl ReplicaCore {
                         if nv.view != p.view {
                             return None;
                         }
-                        (Lineage::of(&nv), cut.end(), nv.ui.counter)
+                        (Lineage::of(&nv, cut.end()), cut.end(), nv.ui.counter)
                     }
                 };
                 // The stable checkpoint names the NEW-VIEW its history started with: a second

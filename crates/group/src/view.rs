@@ -5,7 +5,7 @@
 use crate::order::OrderBook;
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, Commit, Lineage, NewView, NodeId, Prepare,
+    chain, chain_start, Anchor, Base, Checkpoint, Commit, Lineage, NewView, NodeId, Prepare,
     StableCheckpoint, View, ViewChange, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,7 +49,7 @@ pub enum Invalid {
     LaterCommit,
     #[error("a PREPARE is not of the base's view, primary and epoch, or out of order")]
     Prepare,
-    #[error("the base NEW-VIEW does not decode, is not of an earlier view, starts after the stable checkpoint shown, or nests too deep")]
+    #[error("the base NEW-VIEW does not decode, is not of an earlier view, starts after the stable checkpoint shown, nests too deep, or is named but the stable checkpoint does not vouch for it")]
     Base,
     #[error("the NEW-VIEW is not from that view's primary or of this configuration epoch")]
     NewViewSender,
@@ -240,7 +240,22 @@ impl Checker {
         }
         let (lineage, base_counter, base_slot, mut slots) = match &vc.body.base {
             None => (Lineage::GENESIS, genesis_counter(&cluster), 0, Vec::new()),
-            Some(bytes) => {
+            // The stable checkpoint vouches for a named base: f+1 members of every group took
+            // it on that history at or after the NEW-VIEW's slot, so none of the cut lies after
+            // the checkpoint and the lineage's counter and slot are the ones correct replicas
+            // derived (docs/protocol.md, "Bounded VIEW-CHANGEs").
+            Some(Base::Named(named)) => {
+                if named.view == View(0)
+                    || named.view >= vc.next_view
+                    || low.lineage() != *named
+                    || low.slot < named.slot
+                {
+                    return Err(Invalid::Base);
+                }
+                (*named, named.counter, named.slot, Vec::new())
+            }
+            Some(Base::Shared(_)) => return Err(Invalid::Base),
+            Some(Base::Carried(bytes)) => {
                 let nv = NewView::decode(bytes).ok_or(Invalid::Base)?;
                 if nv.view >= vc.next_view || depth + 1 > MAX_NESTED_VIEWS {
                     return Err(Invalid::Base);
@@ -252,7 +267,7 @@ impl Checker {
                 }
                 let after_low = (low.slot - cut.low.slot) as usize;
                 let slots = cut.slots.iter().skip(after_low).cloned().collect();
-                (Lineage::of(&nv), nv.ui.counter, cut.end(), slots)
+                (Lineage::of(&nv, cut.end()), nv.ui.counter, cut.end(), slots)
             }
         };
         // The stable checkpoint must lie on the history the base starts: one of a later view,
@@ -780,6 +795,8 @@ mod tests {
         let view_1 = Lineage {
             view: View(1),
             new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
+            counter: 40,
+            slot: 2 * CHECKPOINT_INTERVAL - 3,
         };
         let body = |checkpoint| ViewChangeBody {
             checkpoint: Some(checkpoint),
@@ -798,6 +815,57 @@ mod tests {
         let own = body(stable_on(&book, Lineage::GENESIS));
         let vc = warrant_view_change(&mut usig(NodeId(101)), 101, 0, own);
         assert!(checker.view_change(&vc).is_ok());
+    }
+
+    /// A VIEW-CHANGE may name its base instead of carrying it only where its stable checkpoint
+    /// vouches for it: taken on that base's history, at or after the NEW-VIEW's slot.
+    #[test]
+    fn a_base_is_named_only_where_the_stable_checkpoint_vouches_for_it() {
+        let cluster = cluster();
+        let book = OrderBook::new(&cluster);
+        let view_1 = Lineage {
+            view: View(1),
+            new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
+            counter: 40,
+            slot: 2 * CHECKPOINT_INTERVAL - 3,
+        };
+        let vc = |taken_on: Lineage, named: Lineage| {
+            let body = ViewChangeBody {
+                checkpoint: Some(stable_on(&book, taken_on)),
+                base: Some(Base::Named(named)),
+                prepares: Vec::new(),
+                log: Vec::new(),
+                anchor_proof: Vec::new(),
+            };
+            let (replica, group, next_view) = (NodeId(101), GroupId(0), View(2));
+            let bytes = ViewChange::warranted_bytes(replica, group, next_view, &body.digest());
+            ViewChange {
+                replica,
+                group,
+                next_view,
+                body,
+                ui: usig(replica).create_ui(&bytes).unwrap(),
+            }
+        };
+        let mut checker = Checker::new(cluster.clone());
+        let shown = checker.view_change(&vc(view_1, view_1)).unwrap();
+        assert_eq!(
+            (shown.view, shown.base_counter, shown.slots.len()),
+            (View(1), 40, 0)
+        );
+        // Another NEW-VIEW of view 1, a NEW-VIEW after the checkpoint, view 0's checkpoint.
+        let other = Lineage {
+            new_view: MessageDigest::of(b"another NEW-VIEW of view 1"),
+            ..view_1
+        };
+        let after = Lineage {
+            slot: 2 * CHECKPOINT_INTERVAL + 1,
+            ..view_1
+        };
+        for (taken_on, named) in [(view_1, other), (after, after), (Lineage::GENESIS, view_1)] {
+            let refused = checker.view_change(&vc(taken_on, named)).err();
+            assert_eq!(refused, Some(Invalid::Base), "{named:?} on {taken_on:?}");
+        }
     }
 
     /// A member restarted (its TPM rebooted: epoch 2) and its JOIN was ordered: its VIEW-CHANGE

@@ -27,6 +27,6 @@ pub use reconfig::{
 pub use recovery::{Incarnation, Join, RecoveryRequest, RecoveryState};
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
-    Anchor, Checkpoint, Lineage, NewView, Proposal, ReqViewChange, StableCheckpoint, ViewChange,
-    ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    Anchor, Base, Checkpoint, Lineage, NewView, Proposal, ReqViewChange, StableCheckpoint,
+    ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
 };

@@ -10,8 +10,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// Version written in every envelope; a peer speaking another version is refused. 2: PREPAREs
 /// carry JOINs, CHECKPOINTs their lineage and anchors' chain values, and the recovery messages.
 /// 3: PREPAREs carry RECONFIGUREs, REPLYs their configuration epoch, and the reconfiguration
-/// messages. 4: CHECKPOINTs name the candidates their sender followed.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// messages. 4: CHECKPOINTs name the candidates their sender followed. 5: lineages carry their
+/// NEW-VIEW's counter and slot, VIEW-CHANGEs may name their base, NEW-VIEWs share carried bases.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,10 +1,12 @@
 //! The view-change messages (docs/protocol.md, "View change"): REQ-VIEW-CHANGE, VIEW-CHANGE and
 //! NEW-VIEW.
 //!
-//! A VIEW-CHANGE carries the NEW-VIEW its sender last accepted as encoded bytes, not as a nested
-//! value: NEW-VIEWs contain VIEW-CHANGEs, and decoding such a chain recursively would let a peer
-//! exhaust the stack with a deeply nested frame. Validators decode one level at a time and stop
-//! at [`MAX_NESTED_VIEWS`].
+//! A VIEW-CHANGE names its base NEW-VIEW by [`Lineage`] when its stable checkpoint vouches for
+//! it, and otherwise carries it as encoded bytes, not as a nested value: NEW-VIEWs contain
+//! VIEW-CHANGEs, and decoding such a chain recursively would let a peer exhaust the stack with a
+//! deeply nested frame. Validators decode one level at a time and stop at [`MAX_NESTED_VIEWS`].
+//! A NEW-VIEW's encoding holds each carried base once, however many of its VIEW-CHANGEs carry
+//! it, so a chain of view changes grows linearly, not by a factor of f+1 per group each view.
 
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ConfigEpoch, GroupId, NodeId, View};
@@ -13,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use usig::{MessageDigest, UniqueWarrant};
 
 /// How many accepted NEW-VIEWs a VIEW-CHANGE may carry inside one another (view changes that
-/// follow each other before the history is checkpointed); deeper ones are refused.
-pub const MAX_NESTED_VIEWS: usize = 4;
+/// follow each other with no stable checkpoint taken in the latest view); deeper ones are
+/// refused. A checkpoint in the base's view ends the chain (the base is then only named).
+pub const MAX_NESTED_VIEWS: usize = 16;
 
 /// Replicas checkpoint their history every this many slots. A replica COMMITs slot s only once
 /// it has warranted its own CHECKPOINT for the multiple of this interval two intervals below
@@ -61,13 +64,16 @@ pub struct Checkpoint {
     pub ui: UniqueWarrant,
 }
 
-/// Which view's history a checkpoint was taken on: the view and the digest of the NEW-VIEW that
-/// started it (zero in view 0). Two valid NEW-VIEWs of one view (a Byzantine primary's) are two
-/// lineages.
+/// Which view's history a checkpoint was taken on: the view, the digest of the NEW-VIEW that
+/// started it, and that NEW-VIEW's warrant counter and slot (all zero in view 0). Two valid
+/// NEW-VIEWs of one view (a Byzantine primary's) are two lineages. The counter and slot let a
+/// stable checkpoint vouch for everything a VIEW-CHANGE needs of its base ([`Base::Named`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Lineage {
     pub view: View,
     pub new_view: MessageDigest,
+    pub counter: u64,
+    pub slot: u64,
 }
 
 impl Lineage {
@@ -75,13 +81,17 @@ impl Lineage {
     pub const GENESIS: Lineage = Lineage {
         view: View(0),
         new_view: MessageDigest([0; 32]),
+        counter: 0,
+        slot: 0,
     };
 
-    /// The history a NEW-VIEW starts.
-    pub fn of(new_view: &NewView) -> Lineage {
+    /// The history a NEW-VIEW starts, its cut ending at `slot` (the NEW-VIEW's own).
+    pub fn of(new_view: &NewView, slot: u64) -> Lineage {
         Lineage {
             view: new_view.view,
             new_view: new_view.digest(),
+            counter: new_view.ui.counter,
+            slot,
         }
     }
 }
@@ -210,9 +220,9 @@ pub struct ViewChange {
 pub struct ViewChangeBody {
     /// The replica's latest stable checkpoint (none before the first); its history starts after.
     pub checkpoint: Option<StableCheckpoint>,
-    /// The encoded [`NewView`] the replica last accepted (its history starts with that view's
-    /// cut), or `None` while it is in view 0.
-    pub base: Option<Vec<u8>>,
+    /// The [`NewView`] the replica last accepted (its history starts with that view's cut), or
+    /// `None` while it is in view 0.
+    pub base: Option<Base>,
     /// The PREPAREs of the base's view (view 0 without a base) it processed after the base, in
     /// the primary's counter order.
     pub prepares: Vec<Prepare>,
@@ -223,6 +233,20 @@ pub struct ViewChangeBody {
     /// that one, each reporting it as the sender's first at its slot ([`Checkpoint::anchors`]);
     /// empty when the log starts at the first warrant.
     pub anchor_proof: Vec<Checkpoint>,
+}
+
+/// A VIEW-CHANGE's base NEW-VIEW.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Base {
+    /// Named only, when the stable checkpoint shown was taken on its history at or after its
+    /// slot: f+1 CHECKPOINTs of every group then vouch for its digest, counter and slot, and
+    /// none of its cut lies after the checkpoint. This ends the chain of nested NEW-VIEWs.
+    Named(Lineage),
+    /// Carried, encoded ([`NewView::encode`]), for a validator to compute its cut.
+    Carried(Vec<u8>),
+    /// Only inside an encoded NEW-VIEW: the same bytes as that NEW-VIEW's carried base with this
+    /// index (see [`NewView`]'s encoding). Decoding restores [`Base::Carried`].
+    Shared(u32),
 }
 
 impl ViewChangeBody {
@@ -262,7 +286,12 @@ impl ViewChange {
 
 /// The new primary's announcement of `view`: the VIEW-CHANGEs it collected (f+1 from every
 /// group), from which every replica computes the same cut of the old history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its encoding stores each distinct carried base once ([`Base::Shared`] in the VIEW-CHANGEs):
+/// the VIEW-CHANGEs of one view usually carry the same base, and writing it once per
+/// VIEW-CHANGE made each NEW-VIEW (f+1)·groups times the size of the one before. Digests and
+/// warrants are over the decoded value, so the encoding changes nothing they cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewView {
     pub view: View,
     pub config_epoch: ConfigEpoch,
@@ -316,6 +345,105 @@ impl NewView {
     /// encoded).
     pub fn decode(bytes: &[u8]) -> Option<NewView> {
         wire::decode(bytes).ok()
+    }
+}
+
+/// The most bytes a NEW-VIEW's shared bases may expand to when decoded (four 16 MiB frames).
+const MAX_EXPANDED_BASES: usize = 64 << 20;
+
+/// [`NewView`] as encoded: carried bases once each, in `bases`.
+#[derive(Serialize, Deserialize)]
+struct NewViewEncoding {
+    view: View,
+    config_epoch: ConfigEpoch,
+    primary: NodeId,
+    bases: Vec<Vec<u8>>,
+    view_changes: Vec<ViewChange>,
+    ui: UniqueWarrant,
+}
+
+impl Serialize for NewView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut bases: Vec<Vec<u8>> = Vec::new();
+        let view_changes = self
+            .view_changes
+            .iter()
+            .map(|vc| {
+                let mut vc = vc.clone();
+                if let Some(Base::Carried(bytes)) = &vc.body.base {
+                    let at = match bases.iter().position(|b| b == bytes) {
+                        Some(at) => at,
+                        None => {
+                            bases.push(bytes.clone());
+                            bases.len() - 1
+                        }
+                    };
+                    vc.body.base = Some(Base::Shared(at as u32));
+                }
+                vc
+            })
+            .collect();
+        NewViewEncoding {
+            view: self.view,
+            config_epoch: self.config_epoch,
+            primary: self.primary,
+            bases,
+            view_changes,
+            ui: self.ui.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for NewView {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let e = NewViewEncoding::deserialize(deserializer)?;
+        let mut view_changes = e.view_changes;
+        // Canonical only: each base once, in the order of first use, every one used (as
+        // `serialize` writes them). Each VIEW-CHANGE gets its own copy: bound what a small
+        // frame may expand to.
+        let non_canonical =
+            || serde::de::Error::custom("a NEW-VIEW's shared bases are not canonical");
+        let (mut used, mut expanded) = (0usize, 0usize);
+        for vc in &mut view_changes {
+            match &vc.body.base {
+                Some(Base::Shared(at)) => {
+                    let at = *at as usize;
+                    let bytes = e.bases.get(at).filter(|_| at <= used).ok_or_else(|| {
+                        serde::de::Error::custom("a VIEW-CHANGE names a base the NEW-VIEW lacks")
+                    })?;
+                    if at == used {
+                        if e.bases[..used].contains(bytes) {
+                            return Err(non_canonical());
+                        }
+                        used += 1;
+                    }
+                    expanded += bytes.len();
+                    if expanded > MAX_EXPANDED_BASES {
+                        return Err(serde::de::Error::custom(
+                            "a NEW-VIEW's shared bases expand beyond the limit",
+                        ));
+                    }
+                    vc.body.base = Some(Base::Carried(bytes.clone()));
+                }
+                Some(Base::Carried(_)) => {
+                    return Err(serde::de::Error::custom(
+                        "a NEW-VIEW's VIEW-CHANGE carries its base outside the shared table",
+                    ))
+                }
+                Some(Base::Named(_)) | None => {}
+            }
+        }
+        if used != e.bases.len() {
+            return Err(non_canonical());
+        }
+        Ok(NewView {
+            view: e.view,
+            config_epoch: e.config_epoch,
+            primary: e.primary,
+            view_changes,
+            ui: e.ui,
+        })
     }
 }
 

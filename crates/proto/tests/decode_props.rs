@@ -146,7 +146,7 @@ fn checkpoint() -> impl Strategy<Value = Checkpoint> {
         any::<u64>(),
         digest(),
         digest(),
-        (any::<u64>(), digest()),
+        lineage(),
         (
             proptest::collection::vec(anchor, 0..3),
             proptest::collection::vec(any::<u32>().prop_map(NodeId), 0..3),
@@ -154,20 +154,37 @@ fn checkpoint() -> impl Strategy<Value = Checkpoint> {
         warrant(),
     )
         .prop_map(
-            |(replica, slot, chain, book, (view, nv), (anchors, followed), ui)| Checkpoint {
+            |(replica, slot, chain, book, lineage, (anchors, followed), ui)| Checkpoint {
                 replica: NodeId(replica),
                 slot,
                 chain,
                 book,
-                lineage: Lineage {
-                    view: View(view),
-                    new_view: nv,
-                },
+                lineage,
                 anchors,
                 followed,
                 ui,
             },
         )
+}
+
+fn lineage() -> impl Strategy<Value = Lineage> {
+    (any::<u64>(), digest(), any::<u64>(), any::<u64>()).prop_map(|(view, nv, counter, slot)| {
+        Lineage {
+            view: View(view),
+            new_view: nv,
+            counter,
+            slot,
+        }
+    })
+}
+
+/// Bases as a replica makes them ([`Base::Shared`] exists only inside a NEW-VIEW's encoding).
+fn base() -> impl Strategy<Value = Base> {
+    prop_oneof![
+        lineage().prop_map(Base::Named),
+        // Two lengths, so that NEW-VIEWs often hold two VIEW-CHANGEs with the same base.
+        prop_oneof![bytes(2), bytes(48)].prop_map(Base::Carried),
+    ]
 }
 
 fn stable() -> impl Strategy<Value = StableCheckpoint> {
@@ -187,7 +204,7 @@ fn view_change() -> impl Strategy<Value = ViewChange> {
     ];
     let body = (
         proptest::option::of(stable()),
-        proptest::option::of(bytes(48)),
+        proptest::option::of(base()),
         proptest::collection::vec(prepare(), 0..2),
         proptest::collection::vec(warranted, 0..3),
         proptest::collection::vec(checkpoint(), 0..2),
@@ -217,7 +234,7 @@ fn new_view() -> impl Strategy<Value = NewView> {
         any::<u64>(),
         any::<u64>(),
         any::<u32>(),
-        proptest::collection::vec(view_change(), 0..2),
+        proptest::collection::vec(view_change(), 0..3),
         warrant(),
     )
         .prop_map(|(view, epoch, primary, view_changes, ui)| NewView {

@@ -164,6 +164,8 @@ pub struct Outcome {
     pub views: BTreeMap<NodeId, View>,
     /// The most history any replica kept at the end.
     pub retained: Retained,
+    /// The largest VIEW-CHANGE or NEW-VIEW sent, encoded, in bytes.
+    pub largest_view_message: usize,
     /// Replicas up at the end and still recovering after a restart.
     pub recovering: usize,
     /// Recoveries completed (restarted replicas, and replicas that fell too far behind).
@@ -345,6 +347,7 @@ struct World {
     ordered_after_close: u64,
     prepares_after_close: u64,
     rejected: u64,
+    largest_view_message: usize,
 }
 
 const TICK: u64 = 50;
@@ -485,6 +488,7 @@ impl World {
             ordered_after_close: 0,
             prepares_after_close: 0,
             rejected: 0,
+            largest_view_message: 0,
             cluster,
             scenario,
         }
@@ -495,6 +499,10 @@ impl World {
     }
 
     fn send(&mut self, to: Addr, msg: Msg) {
+        if let Msg::Proto(m @ (Message::ViewChange(_) | Message::NewView(_))) = &msg {
+            let size = wire::encode(m).map_or(0, |b| b.len());
+            self.largest_view_message = self.largest_view_message.max(size);
+        }
         self.net.send(&mut self.rng, self.now, to, msg);
     }
 
@@ -1774,6 +1782,7 @@ impl World {
             correct_pages: correct_pages(&self.clients, correct().next().map(|(_, d)| &d.db)),
             accepted_pages: self.accepted.clone(),
             rejected_messages: self.rejected,
+            largest_view_message: self.largest_view_message,
             open_agreements: up().map(|r| r.open_agreements()).sum(),
             commit_gaps: up().map(|r| r.commit_gaps()).sum(),
             views: self
