@@ -23,8 +23,8 @@
 //! completed no transaction and the times the affected node took to resume and to catch up
 //! after the heal; it asserts no time.
 //!
-//! `split_after_a_rejoin` (ignored) reproduces a bug this test found: a replica that rejoined
-//! from a peer's checkpoint cannot follow a new view's primary.
+//! `split_after_a_rejoin` runs what this test found broken: a replica that rejoined from a
+//! peer's checkpoint must follow a new view's primary.
 //!
 //! It needs root, iproute2 and nftables and fails (never skips) without them. Each node has a
 //! network stack of its own, so its ports cannot collide with anything else on the machine: the
@@ -266,8 +266,10 @@ impl NetCluster {
                 Ok(())
             });
         }
+        // PARTITION_RUST_LOG overrides the nodes' log filter (DEBUG runs of a failure).
+        let filter = std::env::var("PARTITION_RUST_LOG");
         command
-            .env("RUST_LOG", "info,net=warn")
+            .env("RUST_LOG", filter.as_deref().unwrap_or("info,net=warn"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -818,9 +820,8 @@ fn partitions_and_slow_links_under_tpcc_load() {
         // 2.
         isolate_replica(run, hold());
 
-        // 3. Group 1 split with the primary on its minority side. (Group 1, not group 0: a
-        // replica that rejoined from a checkpoint in 2 cannot follow the next primary yet,
-        // see `split_after_a_rejoin`.)
+        // 3. Group 1 split with the primary on its minority side (`split_after_a_rejoin`
+        // splits group 0 after its replica rejoined from a checkpoint).
         split(run, 1);
 
         // 4. A database node cut off and brought back: it catches up from re-sent COMMIT-DBs.
@@ -859,15 +860,12 @@ fn partitions_and_slow_links_under_tpcc_load() {
 /// after a restart), then group 0 is split with the primary on the other side of 101's. This test
 /// found that 101 could not enter the majority side's view, whose primary had ordered view 0 (it
 /// followed that candidate only from the configuration's start), and that the candidate,
-/// primary again, did not order again what it had ordered unaware; both are fixed and the
-/// seeded simulation `a_recovered_replica_follows_a_later_view_of_an_earlier_primary` runs them
-/// (docs/protocol.md, "Following the other candidates"). Still failing, earlier now: in the one
-/// run after the fix (on a machine at load average 15), the whole cluster stopped ordering right
-/// after 101's 20 s isolation healed (every replica's request timer expired 2 s later, view 2
-/// followed) and 101, starting over, had not recovered 120 s later. Not understood yet: the
-/// node logs at INFO do not say why (`cargo test -p cloudbft --test partitions -- --ignored`).
+/// primary again, did not order again what it had ordered unaware; the seeded simulation
+/// `a_recovered_replica_follows_a_later_view_of_an_earlier_primary` runs both (docs/protocol.md,
+/// "Following the other candidates"). After those fixes the whole cluster still stalled once
+/// right after the isolation healed; with VIEW-CHANGEs bounded ("Bounded VIEW-CHANGEs") it passed
+/// three runs in a row.
 #[test]
-#[ignore = "known bug: after a 20 s isolation the cluster stalls and the replica does not recover"]
 fn split_after_a_rejoin() {
     with_cluster(|run| {
         isolate_primary(run);
