@@ -324,6 +324,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             max_batch: args.max_batch,
             pages: args.pages.clone(),
             gateway: None,
+            keep_results: None,
         },
     )?;
     eprintln!("cluster up in {}", dir.display());

@@ -126,6 +126,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             max_batch: args.max_batch,
             pages: args.pages.clone(),
             gateway: Some(args.gateway_addr),
+            keep_results: None,
         },
     )?;
     let c = &cluster.cluster.config;

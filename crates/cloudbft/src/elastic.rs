@@ -135,17 +135,15 @@ pub fn elastic(args: ElasticArgs) -> Result<()> {
         client_endpoints: 2,
         application: args.application.clone(),
     };
-    let (config, _) = prepare(&keygen)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    if args.application == tpcc::txn::NAME {
-        let cluster = Cluster::load(&config)?;
-        runtime.block_on(crate::tpcc_cmd::load_cluster(
-            &cluster,
-            &tpcc::ScaleConfig::small(),
-            args.seed,
-        ))?;
-    }
-    empty_databases(&config)?;
+    let config = if args.application == tpcc::txn::NAME {
+        let scale = tpcc::ScaleConfig::small();
+        crate::tpcc_cmd::prepare_loaded(&keygen, &runtime, &scale, args.seed)?.0
+    } else {
+        let (config, _) = prepare(&keygen)?;
+        empty_databases(&config)?;
+        config
+    };
     let launch = crate::provider::Launch {
         replica_args: args.pages.to_args(),
     };

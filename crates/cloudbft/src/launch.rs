@@ -28,6 +28,8 @@ pub struct LaunchOptions {
     pub pages: crate::nodes::PageArgs,
     /// Gateway listen address (`None`: no gateway).
     pub gateway: Option<SocketAddr>,
+    /// Database nodes' `--keep-results` (`None`: their default).
+    pub keep_results: Option<u64>,
 }
 
 impl LaunchOptions {
@@ -38,6 +40,7 @@ impl LaunchOptions {
             max_batch: 64,
             pages: pages.clone(),
             gateway,
+            keep_results: None,
         }
     }
 }
@@ -226,11 +229,11 @@ impl LocalCluster {
         };
         let mut nodes = Vec::new();
         for db in &c.db_nodes {
-            nodes.push((
-                format!("dbnode-{}", db.id),
-                node_args("dbnode", db.id),
-                &db.addr,
-            ));
+            let mut args = node_args("dbnode", db.id);
+            if let Some(keep) = options.keep_results {
+                args.extend(["--keep-results".into(), keep.to_string()]);
+            }
+            nodes.push((format!("dbnode-{}", db.id), args, &db.addr));
         }
         for r in &c.replicas {
             let mut args = node_args("replica", r.id);

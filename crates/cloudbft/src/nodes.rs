@@ -115,6 +115,10 @@ pub struct DbNodeArgs {
     /// Database URL (default: the node's `database` in the configuration).
     #[arg(long)]
     pub database: Option<String>,
+    /// Stored results to keep below the executed orders; older ones are forgotten so the
+    /// results table stays bounded (at least 8192).
+    #[arg(long, default_value_t = dbvote::voter::STORED_RESULTS_KEPT)]
+    pub keep_results: u64,
 }
 
 fn config_dir(config: &Path) -> PathBuf {
@@ -223,9 +227,17 @@ pub fn replica(args: ReplicaArgs) -> Result<()> {
 }
 
 pub fn dbnode(args: DbNodeArgs) -> Result<()> {
+    if args.keep_results < dbvote::voter::STORED_RESULTS_KEPT_MIN {
+        anyhow::bail!(
+            "--keep-results {} is below {}: a replica may still need those results; raise it",
+            args.keep_results,
+            dbvote::voter::STORED_RESULTS_KEPT_MIN
+        );
+    }
     let options = DbNodeOptions {
         node: args.node.options()?,
         database: args.database.clone(),
+        keep_results: args.keep_results,
     };
     run_until_signal(&args.node, |stop| node::dbnode::run(options, stop))
 }

@@ -12,9 +12,9 @@
 //! judges the memory and disk use by the flatness rule ([`Tolerance`]; docs/operations.md,
 //! "Soak"): a non-zero exit names what grew.
 
-use crate::bench::{empty_databases, machine};
+use crate::bench::machine;
 use crate::keygen::{KeygenArgs, ShapeArgs};
-use crate::launch::{prepare, LaunchOptions, LocalCluster};
+use crate::launch::{LaunchOptions, LocalCluster};
 use crate::measure::{disk_bytes, resident_mib};
 use crate::report::{write_json, write_timeline, Panel};
 use anyhow::{bail, Context, Result};
@@ -53,6 +53,10 @@ pub struct SoakArgs {
     /// shows nothing more by running on.
     #[arg(long, default_value_t = 120)]
     pub stall_secs: u64,
+    /// The database nodes' `--keep-results` (stored results kept below the executed orders;
+    /// default: theirs, 100000).
+    #[arg(long)]
+    pub keep_results: Option<u64>,
     /// Closed-loop TPC-C terminals (no keying or think time).
     #[arg(long, default_value_t = 4)]
     pub terminals: u64,
@@ -357,15 +361,9 @@ pub fn soak(args: SoakArgs) -> Result<()> {
         client_endpoints: 2,
         application: tpcc::txn::NAME.into(),
     };
-    let (config, _) = prepare(&keygen)?;
-    let cluster = Cluster::load(&config)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(crate::tpcc_cmd::load_cluster(
-        &cluster,
-        &tpcc::ScaleConfig::small(),
-        args.seed,
-    ))?;
-    empty_databases(&config)?;
+    let scale = tpcc::ScaleConfig::small();
+    let (config, cluster) = crate::tpcc_cmd::prepare_loaded(&keygen, &runtime, &scale, args.seed)?;
     let loaded: Vec<HistoryRow> = runtime.block_on(async {
         let db = cluster
             .config
@@ -381,7 +379,10 @@ pub fn soak(args: SoakArgs) -> Result<()> {
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions::driven(&args.pages, None),
+        &LaunchOptions {
+            keep_results: args.keep_results,
+            ..LaunchOptions::driven(&args.pages, None)
+        },
     )?;
     eprintln!(
         "cluster up in {}: {} group(s), {} database nodes, {} terminals for {} s, a node \

@@ -165,6 +165,22 @@ pub async fn load_database(
     Ok(())
 }
 
+/// A fresh local cluster for a TPC-C run: keys and configuration from `keygen`, every database
+/// node loaded at `scale` from `seed`, checked to hold no earlier run's orders. Returns the
+/// configuration file and the cluster it describes.
+pub fn prepare_loaded(
+    keygen: &crate::keygen::KeygenArgs,
+    runtime: &tokio::runtime::Runtime,
+    scale: &ScaleConfig,
+    seed: u64,
+) -> Result<(PathBuf, proto::config::Cluster)> {
+    let (config, _) = crate::launch::prepare(keygen)?;
+    let cluster = proto::config::Cluster::load(&config)?;
+    runtime.block_on(load_cluster(&cluster, scale, seed))?;
+    crate::bench::empty_databases(&config)?;
+    Ok((config, cluster))
+}
+
 /// Loads every database node of `cluster` (one warehouse per partition), concurrently.
 pub async fn load_cluster(
     cluster: &proto::config::Cluster,

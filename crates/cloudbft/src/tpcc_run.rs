@@ -3,9 +3,9 @@
 //! transaction programs on one database with no replication; prints tpmC and per-type latency
 //! percentiles, checks the consistency conditions and compares the database nodes' digests.
 
-use crate::bench::{empty_databases, work_dir, Percentiles};
+use crate::bench::{work_dir, Percentiles};
 use crate::keygen::{DbKind, KeygenArgs, ShapeArgs};
-use crate::launch::{prepare, LaunchOptions, LocalCluster};
+use crate::launch::{LaunchOptions, LocalCluster};
 use crate::tpcc_cmd::{connect, load_database, verify, ScaleArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -292,14 +292,8 @@ fn run_cluster(
         client_endpoints: 2,
         application: tpcc::txn::NAME.into(),
     };
-    let (config, _) = prepare(&keygen)?;
-    let cluster = proto::config::Cluster::load(&config)?;
-    runtime.block_on(crate::tpcc_cmd::load_cluster(
-        &cluster,
-        &args.scale.config(),
-        args.seed,
-    ))?;
-    empty_databases(&config)?;
+    let (config, cluster) =
+        crate::tpcc_cmd::prepare_loaded(&keygen, runtime, &args.scale.config(), args.seed)?;
     let mut local = LocalCluster::start(
         &config,
         args.shape.usig,
@@ -308,6 +302,7 @@ fn run_cluster(
             max_batch: args.max_batch,
             pages: args.pages.clone(),
             gateway: None,
+            keep_results: None,
         },
     )?;
     eprintln!("cluster up in {}", dir.display());

@@ -2,7 +2,8 @@
 //!
 //! - `cloudbft_meta (name, value)`: the application name and partition count the database was
 //!   created for, so a node cannot be pointed at another node's or application's database, and
-//!   after a state transfer the order it transferred up to (`transferred_through`);
+//!   the order up to which the state holds no stored results (`transferred_through`: after a
+//!   state transfer the order it transferred up to, raised as old results are forgotten);
 //! - `cloudbft_progress (partition_id, last_seq, last_order)`: per partition, the sequence number
 //!   and order id of the last executed operation. Its rows are also the partition locks: an
 //!   execution locks the rows of its partitions (SQLite: the database write lock; PostgreSQL:
@@ -10,7 +11,8 @@
 //! - `cloudbft_results (order_id, positions, operation_sha256, result)`: the canonical result of
 //!   every executed order with the positions and the hash of the operation it was executed
 //!   with, to answer repeated requests without executing again and to refuse a second,
-//!   different decision for the same order.
+//!   different decision for the same order. Only the last orders' are kept
+//!   ([`crate::voter::STORED_RESULTS_KEPT`]).
 
 use crate::app::Backend;
 
@@ -54,6 +56,7 @@ pub(crate) const INSERT_RESULT: &str =
      VALUES ($1, $2, $3, $4)";
 pub(crate) const RESULTS_SIZE: &str = "SELECT COUNT(*), COALESCE(SUM(LENGTH(positions) + \
      LENGTH(operation_sha256) + LENGTH(result)), 0) FROM cloudbft_results";
+pub(crate) const DELETE_RESULTS_THROUGH: &str = "DELETE FROM cloudbft_results WHERE order_id <= $1";
 pub(crate) const HIGHEST_ORDER: &str = "SELECT COALESCE(MAX(order_id), 0) FROM cloudbft_results";
 pub(crate) const HAS_RESULT: &str = "SELECT COUNT(*) FROM cloudbft_results WHERE order_id = $1";
 /// The lowest stored order above `$1` whose successor is not stored.

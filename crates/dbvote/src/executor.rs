@@ -391,18 +391,7 @@ impl<A: Application> Executor<A> {
             .fetch_one(&mut *tx)
             .await
             .map_err(self.sql("reading the highest order"))?;
-        let transferred: Option<String> = sqlx::query_scalar(bk::SELECT_META)
-            .bind(bk::TRANSFERRED)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.sql("reading the transferred order"))?;
-        let transferred: i64 = match transferred {
-            None => 0,
-            Some(text) => text.parse().map_err(|_| DbError::Corrupt {
-                url: self.inner.url.clone(),
-                reason: format!("{} is `{text}`, not an order id", bk::TRANSFERRED),
-            })?,
-        };
+        let transferred = self.without_results_through(&mut tx).await?;
         // The run of stored results right after the transferred orders ends where the first
         // order is missing (executions of different partitions commit concurrently, so the
         // highest order may stand behind a gap).
@@ -429,6 +418,54 @@ impl<A: Application> Executor<A> {
             executed_through: self.unsigned(executed, "executed order id")?,
             transferred_through: self.unsigned(transferred, "transferred order id")?,
         })
+    }
+
+    /// The order up to which every order is in the state without a stored result: it arrived
+    /// by state transfer, or its result was forgotten (the `transferred_through` entry).
+    async fn without_results_through(&self, tx: &mut AnyConnection) -> Result<i64, DbError> {
+        let text: Option<String> = sqlx::query_scalar(bk::SELECT_META)
+            .bind(bk::TRANSFERRED)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.sql("reading the transferred order"))?;
+        match text {
+            None => Ok(0),
+            Some(text) => text.parse().map_err(|_| DbError::Corrupt {
+                url: self.inner.url.clone(),
+                reason: format!("{} is `{text}`, not an order id", bk::TRANSFERRED),
+            }),
+        }
+    }
+
+    /// Forgets the stored results of every order up to `order` (all executed), in one
+    /// transaction that also records them as orders without results, like transferred ones:
+    /// the voter then skips their retransmissions and never runs or looks them up again. This
+    /// bounds the results table (docs/operations.md, "Soak"). Returns the rows removed.
+    pub async fn forget_results_through(&self, order: u64) -> Result<u64, DbError> {
+        let through = self.signed(order, order, "order id")?;
+        let _writer = self.lock_writer().await;
+        let mut tx = self
+            .begin(bk::begin_write(self.inner.backend), "forgetting results")
+            .await?;
+        if self.without_results_through(&mut tx).await? >= through {
+            return Ok(0);
+        }
+        let removed = sqlx::query(bk::DELETE_RESULTS_THROUGH)
+            .bind(through)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.sql("forgetting results"))?
+            .rows_affected();
+        sqlx::query(bk::UPSERT_META)
+            .bind(bk::TRANSFERRED)
+            .bind(through.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(self.sql("recording the forgotten results"))?;
+        tx.commit()
+            .await
+            .map_err(self.sql("committing the forgotten results"))?;
+        Ok(removed)
     }
 
     /// The stored result of an executed order, if it was executed.

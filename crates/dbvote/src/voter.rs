@@ -29,6 +29,9 @@ pub enum VoterAction {
     /// consecutive positions on one partition, or one multi-partition execution alone: batches
     /// of different partitions run in parallel, and one commit (one fsync) covers a chain.
     Execute(Vec<Execution>),
+    /// Delete the stored results of every order up to `through`, all executed, recording them
+    /// as orders without results ([`crate::executor::Executor::forget_results_through`]).
+    ForgetResults { through: u64 },
     /// Send to every member of the group.
     Reply {
         group: GroupId,
@@ -95,6 +98,19 @@ const MAX_CHAIN: usize = 64;
 /// behind). Older retransmissions are looked up in the database.
 const KEEP_RESULTS: usize = 4096;
 
+/// Stored results a database node keeps, by default, below the orders it executed: older ones
+/// are forgotten so that the results table stays bounded (docs/operations.md, "Soak").
+pub const STORED_RESULTS_KEPT: u64 = 100_000;
+
+/// The least a database node may keep (`--keep-results`): two checkpoint intervals of PREPAREs
+/// of the default batch (64 requests). A replica that far behind what the database nodes
+/// executed is two intervals behind its group's checkpoints and starts over from a peer's, so
+/// no correct replica waits for an answer to a COMMIT-DB whose result was forgotten.
+pub const STORED_RESULTS_KEPT_MIN: u64 = 2 * proto::CHECKPOINT_INTERVAL * 64;
+
+/// Results are forgotten in steps of this many orders (one DELETE each).
+const FORGET_STEP: u64 = 4_096;
+
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
@@ -115,6 +131,8 @@ pub struct VoterCore {
     lookups: BTreeMap<u64, GroupId>,
     /// The last [`KEEP_RESULTS`] results, by order.
     recent: BTreeMap<u64, Vec<u8>>,
+    /// Stored results kept below the executed orders ([`STORED_RESULTS_KEPT`]).
+    keep_stored: u64,
     /// Everything state transfer needs to know.
     st: transfer::State,
 }
@@ -141,13 +159,22 @@ impl VoterCore {
             running: BTreeSet::new(),
             lookups: BTreeMap::new(),
             recent: BTreeMap::new(),
+            keep_stored: STORED_RESULTS_KEPT,
             st: transfer::State::default(),
         }
     }
 
+    /// Keeps `orders` stored results below the executed orders instead of
+    /// [`STORED_RESULTS_KEPT`] (at least [`STORED_RESULTS_KEPT_MIN`]).
+    pub fn keep_stored_results(mut self, orders: u64) -> Self {
+        self.keep_stored = orders.max(STORED_RESULTS_KEPT_MIN);
+        self
+    }
+
     /// Where the executor stands beyond the per-partition progress (see
     /// [`crate::Progress`]): every order up to `executed_through` executed, `highest` the
-    /// highest executed, orders up to `transferred_through` transferred without results.
+    /// highest executed, orders up to `transferred_through` without stored results (transferred,
+    /// or their results forgotten).
     pub fn resume(mut self, executed_through: u64, highest: u64, transferred_through: u64) -> Self {
         let start = &self.cluster.config.epoch_start;
         // Orders up to the epoch's start that this node has not executed were dropped
@@ -262,8 +289,8 @@ impl VoterCore {
                 continue;
             }
             if execution.order <= self.st.transferred_through {
-                // Arrived by state transfer: no stored result to answer with, and it must not
-                // run again.
+                // Arrived by state transfer, or its result was forgotten: no stored result to
+                // answer with, and it must not run again.
                 self.st.transferred_skips += 1;
                 continue;
             }
@@ -351,6 +378,13 @@ impl VoterCore {
             .into_iter()
             .map(|(group, results)| self.reply(group, results))
             .collect();
+        // Forgotten from here on, before the executor deletes them: their retransmissions are
+        // skipped like transferred orders', which every order up to `executed_through` may be.
+        let horizon = self.st.executed_through.saturating_sub(self.keep_stored);
+        if horizon >= self.st.transferred_through + FORGET_STEP {
+            self.st.transferred_through = horizon;
+            actions.push(VoterAction::ForgetResults { through: horizon });
+        }
         actions.extend(self.schedule());
         actions
     }
@@ -530,6 +564,36 @@ pub(super) mod tests {
             signature: Signature([0; 64]),
         }
         .sign(&node_key(NodeId(replica)))
+    }
+
+    /// Once a node has executed more orders than it keeps results for, and a step more, it has
+    /// the executor forget the oldest results (never fewer kept than the minimum, whatever was
+    /// asked), and it skips their retransmissions like transferred orders'.
+    #[test]
+    fn old_results_are_forgotten_in_steps_and_their_retransmissions_skipped() {
+        let keep = STORED_RESULTS_KEPT_MIN;
+        let through = keep + FORGET_STEP + 10;
+        let mut v = voter().keep_stored_results(1).resume(through, through, 0);
+        let forgets = |actions: &[VoterAction]| -> Vec<u64> {
+            actions
+                .iter()
+                .filter_map(|a| match a {
+                    VoterAction::ForgetResults { through } => Some(*through),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (order, position, forgotten) in [
+            (through + 1, 1, vec![through + 1 - keep]),
+            (through + 2, 2, vec![]),
+        ] {
+            let e = execution(order, &[(0, position)], &[0]);
+            assert_eq!(batches(&decide(&mut v, &[e])), vec![vec![order]]);
+            assert_eq!(forgets(&v.executed(order, b"result".to_vec())), forgotten);
+        }
+        let old = decide(&mut v, &[execution(7, &[(1, 1)], &[1])]);
+        assert!(old.is_empty(), "{old:?}");
+        assert_eq!(v.take_transferred_skips(), 2);
     }
 
     /// Votes of the wrong group never decide anything, however many; votes of two groups never

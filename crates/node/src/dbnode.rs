@@ -29,6 +29,8 @@ pub struct DbNodeOptions {
     pub node: NodeOptions,
     /// The database URL; `None` takes the one in the cluster configuration.
     pub database: Option<String>,
+    /// Stored results kept below the executed orders (`dbvote::voter::STORED_RESULTS_KEPT`).
+    pub keep_results: u64,
 }
 
 /// A batch finished: the batch, and each execution's result or why it must all run again.
@@ -115,6 +117,7 @@ async fn run_app<A: Application>(
         me,
         last_seq,
     )
+    .keep_stored_results(options.keep_results)
     .resume(
         progress.executed_through,
         progress.highest_order,
@@ -263,6 +266,18 @@ async fn run_app<A: Application>(
                         })
                         .collect();
                     spawn_batch(&executor, batch, &done, Duration::ZERO);
+                }
+                VoterAction::ForgetResults { through } => {
+                    // One DELETE per 4,096 orders, awaited here: the next step waits for it.
+                    match executor.forget_results_through(through).await {
+                        Ok(rows) => tracing::debug!(through, rows, "forgot stored results"),
+                        Err(e) => tracing::warn!(
+                            through,
+                            error = %e,
+                            "could not forget stored results (the table keeps growing; the \
+                             next step tries again)"
+                        ),
+                    }
                 }
                 VoterAction::Reply { group, reply } => {
                     metrics.replies.inc();

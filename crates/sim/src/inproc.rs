@@ -393,7 +393,8 @@ impl Harness {
                 }
                 VoterAction::ToDbNodes { .. }
                 | VoterAction::Snapshot { .. }
-                | VoterAction::Install { .. } => self.report.unexpected += 1,
+                | VoterAction::Install { .. }
+                | VoterAction::ForgetResults { .. } => self.report.unexpected += 1,
             }
         }
     }

@@ -1594,10 +1594,11 @@ impl World {
                 }
                 // The simulation does not tick voters, so they never stall and nobody asks
                 // them for their state (state transfer is tested in dbvote and across
-                // processes).
+                // processes). Its runs execute far fewer orders than a voter keeps results for.
                 VoterAction::ToDbNodes { .. }
                 | VoterAction::Snapshot { .. }
-                | VoterAction::Install { .. } => {}
+                | VoterAction::Install { .. }
+                | VoterAction::ForgetResults { .. } => {}
             }
         }
     }

@@ -28,6 +28,7 @@ macro_rules! every_scenario {
             disjoint_partitions_run_concurrently,
             multi_partition_waits_on_all_partitions,
             already_executed_returns_stored_result,
+            forgotten_results_stay_executed,
             conflicting_positions_are_errors,
             malformed_and_invalid_are_errors,
             dropped_mid_stream_resumes,

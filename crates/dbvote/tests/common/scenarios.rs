@@ -270,6 +270,59 @@ pub async fn already_executed_returns_stored_result(kind: Kind) {
     exec.close().await;
 }
 
+/// Forgetting the stored results of old orders removes their rows and records them as orders
+/// without results, in one transaction: the state and its digest do not change, the progress
+/// after a restart says which orders have no results, the later ones are still answered, and
+/// a forgotten order never runs again.
+pub async fn forgotten_results_stay_executed(kind: Kind) {
+    let executions = workload(2, 2, 40, 12);
+    let db = fresh(kind).await;
+    let exec = open(&db, 2).await;
+    let results = run_sequentially(&exec, &executions).await;
+    let digest = exec.digest().await.unwrap();
+    let before = exec.progress().await.unwrap();
+    let forgotten = executions.iter().filter(|e| e.order <= 25).count() as u64;
+    assert_eq!(exec.forget_results_through(25).await.unwrap(), forgotten);
+    assert_eq!(
+        exec.forget_results_through(10).await.unwrap(),
+        0,
+        "never lowered"
+    );
+    exec.close().await;
+    drop(exec);
+
+    let exec = open(&db, 2).await;
+    let after = exec.progress().await.unwrap();
+    assert_eq!(
+        (
+            after.executed_through,
+            after.highest_order,
+            after.transferred_through
+        ),
+        (before.executed_through, before.highest_order, 25)
+    );
+    assert_eq!(after.partitions, before.partitions);
+    assert_eq!(exec.digest().await.unwrap(), digest);
+    for e in &executions {
+        let outcome = exec.execute(e).await;
+        if e.order > 25 {
+            let stored = Outcome::AlreadyExecuted(results[&e.order].clone());
+            assert_eq!(outcome.unwrap(), stored);
+        } else {
+            assert!(
+                outcome.is_err(),
+                "forgotten order {} ran: {outcome:?}",
+                e.order
+            );
+        }
+    }
+    assert_eq!(exec.digest().await.unwrap(), digest);
+    let mut conn = db.connect().await;
+    let (rows, _) = dbvote::executor::stored_results(&mut conn).await.unwrap();
+    assert_eq!(rows, executions.len() as u64 - forgotten);
+    exec.close().await;
+}
+
 /// Executions that contradict what was executed are errors, and run nothing.
 pub async fn conflicting_positions_are_errors(kind: Kind) {
     let db = fresh(kind).await;
