@@ -877,8 +877,8 @@ fn verdict(r: &SoakReport) -> Result<()> {
     }
     for (node, s) in &r.stored_results {
         println!(
-            "  {node:<14} keeps {} results of executed orders, {:.2} MiB ({:.0} bytes each): \
-             never deleted, they grow with the orders",
+            "  {node:<14} keeps {} results of executed orders, {:.2} MiB ({:.0} bytes each; \
+             older ones are forgotten, see --keep-results)",
             s.rows,
             s.mib,
             s.mib * MIB / s.rows.max(1) as f64

@@ -785,6 +785,16 @@ mod tests {
         warrant_view_change(who, 103, 0, body)
     }
 
+    /// The history a NEW-VIEW of view 1 started, its slot below a stable checkpoint at 2K.
+    fn view_1_lineage() -> Lineage {
+        Lineage {
+            view: View(1),
+            new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
+            counter: 40,
+            slot: 2 * CHECKPOINT_INTERVAL - 3,
+        }
+    }
+
     /// A VIEW-CHANGE whose base is view 0 may not show a stable checkpoint taken on view 1's
     /// history (the cut would put view-0 slots after view-1 ones: the model check's
     /// counterexample in `crates/model/src/repeated.rs`); one of view 0's is fine.
@@ -792,12 +802,7 @@ mod tests {
     fn a_stable_checkpoint_of_a_later_view_than_the_base_is_refused() {
         let cluster = cluster();
         let book = OrderBook::new(&cluster);
-        let view_1 = Lineage {
-            view: View(1),
-            new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
-            counter: 40,
-            slot: 2 * CHECKPOINT_INTERVAL - 3,
-        };
+        let view_1 = view_1_lineage();
         let body = |checkpoint| ViewChangeBody {
             checkpoint: Some(checkpoint),
             base: None,
@@ -823,12 +828,7 @@ mod tests {
     fn a_base_is_named_only_where_the_stable_checkpoint_vouches_for_it() {
         let cluster = cluster();
         let book = OrderBook::new(&cluster);
-        let view_1 = Lineage {
-            view: View(1),
-            new_view: MessageDigest::of(b"a NEW-VIEW of view 1"),
-            counter: 40,
-            slot: 2 * CHECKPOINT_INTERVAL - 3,
-        };
+        let view_1 = view_1_lineage();
         let vc = |taken_on: Lineage, named: Lineage| {
             let body = ViewChangeBody {
                 checkpoint: Some(stable_on(&book, taken_on)),
