@@ -235,6 +235,10 @@ const KEEP_FUTURE: usize = 4096;
 /// an agreement or an execution legitimately takes a few ticks, and asking every tick would
 /// multiply the work of the very nodes that are behind.
 const RETRY_TICKS: u64 = 4;
+
+/// The most counters one fetch asks a candidate or a peer for (a candidate answers at most 256
+/// PREPAREs; an ordered verifier holds 1,024 counters).
+const FETCH_BATCH: u64 = 256;
 /// A COMMIT-DB is re-sent after `RETRY_TICKS << min(resends, MAX_BACKOFF)` ticks: a database
 /// node that is merely busy answers the first COMMIT-DB, and re-sending everything in flight
 /// every few ticks would bury it in duplicates.
@@ -347,6 +351,8 @@ pub struct ReplicaCore {
     /// When we last sent each recovering member our state: at most once per retry interval,
     /// so a Byzantine member cannot make us send it at will.
     answered: BTreeMap<NodeId, u64>,
+    /// Our last fetch from each candidate or peer: when, and the last counter it asked for.
+    fetched: BTreeMap<UsigId, (u64, u64)>,
     /// The end of our history we signed an EPOCH-CLOSE for, once the epoch's last PREPARE is
     /// ordered (a new view's cut may end it again later, with its NEW-VIEW slot).
     closed_at: Option<u64>,
@@ -444,6 +450,7 @@ impl ReplicaCore {
             discard_warrant: false,
             recoveries: 0,
             answered: BTreeMap::new(),
+            fetched: BTreeMap::new(),
             closed_at: None,
             own_close: None,
             closes: BTreeMap::new(),
@@ -624,7 +631,7 @@ impl ReplicaCore {
                 },
             }
         }
-        if let Some(counters) = self.primaries.missing(usig) {
+        if let Some(counters) = self.fetch(usig, self.primaries.missing(usig)) {
             actions.push(Action::FetchPrepares {
                 from: sender,
                 counters,
@@ -2051,13 +2058,14 @@ impl ReplicaCore {
         }
         // From every candidate, not only our view's primary: a NEW-VIEW we lost shows as a gap
         // before the new primary's PREPAREs.
-        for candidate in &self.cluster.config.primaries {
-            let from = NodeId(candidate.id);
-            if let Some(counters) = self
-                .cluster
-                .usig_of(from)
-                .and_then(|usig| self.primaries.missing(usig))
-            {
+        let candidates: Vec<NodeId> = (self.cluster.config.primaries.iter())
+            .map(|c| NodeId(c.id))
+            .collect();
+        for from in candidates {
+            let Some(usig) = self.cluster.usig_of(from) else {
+                continue;
+            };
+            if let Some(counters) = self.fetch(usig, self.primaries.missing(usig)) {
                 actions.push(Action::FetchPrepares { from, counters });
             }
         }
@@ -2075,10 +2083,8 @@ impl ReplicaCore {
             .filter(|&id| id != self.me)
             .collect();
         for from in peers {
-            let warrants = self
-                .cluster
-                .usig_of(from)
-                .and_then(|usig| self.peers.missing(usig));
+            let warrants = (self.cluster.usig_of(from))
+                .and_then(|usig| self.fetch(usig, self.peers.missing(usig)));
             if warrants.is_some() || !short.is_empty() {
                 actions.push(Action::FetchCommits {
                     from,
@@ -2089,6 +2095,28 @@ impl ReplicaCore {
         }
         actions.extend(self.resend_commit_dbs(now));
         actions
+    }
+
+    /// The part of `gap` to fetch from `usig` now, if any: at most [`FETCH_BATCH`] counters, and
+    /// only once the last fetch from it was delivered or went [`RETRY_TICKS`] unanswered. Asking
+    /// again on every message while a gap remained made each answer's messages ask for the whole
+    /// gap again: a rejoined replica refused 3,873 duplicates in 10 s and took seconds to follow
+    /// its view's primary (docs/operations.md, "Network partitions and slow links").
+    fn fetch(
+        &mut self,
+        usig: UsigId,
+        gap: Option<RangeInclusive<u64>>,
+    ) -> Option<RangeInclusive<u64>> {
+        let gap = gap?;
+        let start = *gap.start();
+        if let Some(&(at, last)) = self.fetched.get(&usig) {
+            if start <= last && self.ticks < at + RETRY_TICKS {
+                return None;
+            }
+        }
+        let end = (*gap.end()).min(start.saturating_add(FETCH_BATCH - 1));
+        self.fetched.insert(usig, (self.ticks, end));
+        Some(start..=end)
     }
 
     /// Re-sends decisions to the database nodes that have not answered, with backoff.
