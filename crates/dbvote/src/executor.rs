@@ -437,6 +437,22 @@ impl<A: Application> Executor<A> {
         }
     }
 
+    /// Records, in `tx`, that every order up to `through` is in the state without a result.
+    pub(crate) async fn set_without_results_through(
+        &self,
+        tx: &mut AnyConnection,
+        through: i64,
+        during: &'static str,
+    ) -> Result<(), DbError> {
+        sqlx::query(bk::UPSERT_META)
+            .bind(bk::TRANSFERRED)
+            .bind(through.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(self.sql(during))?;
+        Ok(())
+    }
+
     /// Forgets the stored results of every order up to `order` (all executed), in one
     /// transaction that also records them as orders without results, like transferred ones:
     /// the voter then skips their retransmissions and never runs or looks them up again. This
@@ -456,12 +472,8 @@ impl<A: Application> Executor<A> {
             .await
             .map_err(self.sql("forgetting results"))?
             .rows_affected();
-        sqlx::query(bk::UPSERT_META)
-            .bind(bk::TRANSFERRED)
-            .bind(through.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(self.sql("recording the forgotten results"))?;
+        self.set_without_results_through(&mut tx, through, "recording the forgotten results")
+            .await?;
         tx.commit()
             .await
             .map_err(self.sql("committing the forgotten results"))?;

@@ -126,12 +126,8 @@ impl<A: Application> Executor<A> {
                 });
             }
         }
-        sqlx::query(bk::UPSERT_META)
-            .bind(bk::TRANSFERRED)
-            .bind(order_id.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(self.sql("recording the transfer"))?;
+        self.set_without_results_through(&mut tx, order_id, "recording the transfer")
+            .await?;
         tx.commit()
             .await
             .map_err(self.sql("committing the transferred state"))?;
