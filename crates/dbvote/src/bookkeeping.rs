@@ -64,6 +64,11 @@ pub(crate) const END_OF_RUN: &str = "SELECT COALESCE(MIN(r.order_id), 0) FROM cl
      WHERE r.order_id > $1 AND NOT EXISTS \
      (SELECT 1 FROM cloudbft_results s WHERE s.order_id = r.order_id + 1)";
 
+/// The stored orders above `$1`, in order (after [`END_OF_RUN`]: the few a crash left above a
+/// gap).
+pub(crate) const RESULTS_ABOVE: &str =
+    "SELECT order_id FROM cloudbft_results WHERE order_id > $1 ORDER BY order_id";
+
 pub(crate) const SELECT_ALL_PROGRESS: &str =
     "SELECT partition_id, last_seq, last_order FROM cloudbft_progress ORDER BY partition_id";
 pub(crate) const UPDATE_PROGRESS: &str =

@@ -94,6 +94,11 @@ pub struct Progress {
     pub executed_through: u64,
     /// Orders up to this one arrived by state transfer, without stored results (0 if none).
     pub transferred_through: u64,
+    /// Orders executed here above `executed_through`, in order: chains of different partitions
+    /// commit concurrently, so a crash can leave a gap below some of them. Without them the
+    /// voter's `executed_through` would stop at the gap for good once it is filled, since
+    /// these orders never execute again.
+    pub executed_above: Vec<u64>,
 }
 
 impl Progress {
@@ -409,6 +414,11 @@ impl<A: Application> Executor<A> {
                 .await
                 .map_err(self.sql("reading the executed orders"))?
         };
+        let above: Vec<i64> = sqlx::query_scalar(bk::RESULTS_ABOVE)
+            .bind(executed)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(self.sql("reading the executed orders"))?;
         tx.rollback()
             .await
             .map_err(self.sql("ending the progress snapshot"))?;
@@ -417,6 +427,10 @@ impl<A: Application> Executor<A> {
             highest_order: self.unsigned(highest, "highest order id")?,
             executed_through: self.unsigned(executed, "executed order id")?,
             transferred_through: self.unsigned(transferred, "transferred order id")?,
+            executed_above: above
+                .into_iter()
+                .map(|o| self.unsigned(o, "executed order id"))
+                .collect::<Result<_, _>>()?,
         })
     }
 

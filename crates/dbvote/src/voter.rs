@@ -171,11 +171,11 @@ impl VoterCore {
         self
     }
 
-    /// Where the executor stands beyond the per-partition progress (see
-    /// [`crate::Progress`]): every order up to `executed_through` executed, `highest` the
-    /// highest executed, orders up to `transferred_through` without stored results (transferred,
-    /// or their results forgotten).
-    pub fn resume(mut self, executed_through: u64, highest: u64, transferred_through: u64) -> Self {
+    /// Where the executor stands beyond the per-partition progress: every order up to
+    /// `executed_through` executed, and those of `executed_above`; `highest_order` the highest
+    /// executed; orders up to `transferred_through` without stored results (transferred, or
+    /// their results forgotten).
+    pub fn resume(mut self, progress: &crate::Progress) -> Self {
         let start = &self.cluster.config.epoch_start;
         // Orders up to the epoch's start that this node has not executed were dropped
         // everywhere (docs/protocol.md, "Configuration epochs"), unless this node is behind
@@ -186,9 +186,12 @@ impl VoterCore {
             .zip(&self.last_seq)
             .all(|(start, last)| last >= start);
         let floor = if at_start { start.order } else { 0 };
-        self.st.executed_through = executed_through.max(floor);
-        self.st.max_released = highest.max(self.st.executed_through);
-        self.st.transferred_through = transferred_through;
+        self.st.executed_through = progress.executed_through.max(floor);
+        self.st.max_released = progress.highest_order.max(self.st.executed_through);
+        self.st.transferred_through = progress.transferred_through;
+        for &order in &progress.executed_above {
+            self.st.executed(order);
+        }
         self
     }
 
@@ -566,6 +569,41 @@ pub(super) mod tests {
         .sign(&node_key(NodeId(replica)))
     }
 
+    fn progress(executed_through: u64, highest_order: u64, above: &[u64]) -> crate::Progress {
+        crate::Progress {
+            partitions: Vec::new(),
+            highest_order,
+            executed_through,
+            transferred_through: 0,
+            executed_above: above.to_vec(),
+        }
+    }
+
+    /// A crash can leave an executed order above a gap (chains of different partitions commit
+    /// concurrently). Once the gap executes after the restart, the node counts itself past
+    /// that order too: it goes on forgetting results from there (it stopped for good before,
+    /// and the results table grew until the next restart).
+    #[test]
+    fn an_order_executed_above_a_gap_before_a_restart_counts_once_the_gap_executes() {
+        let keep = STORED_RESULTS_KEPT_MIN;
+        let through = keep + FORGET_STEP + 10;
+        let mut v =
+            voter()
+                .keep_stored_results(1)
+                .resume(&progress(through, through + 2, &[through + 2]));
+        let e = execution(through + 1, &[(0, 1)], &[0]);
+        assert_eq!(batches(&decide(&mut v, &[e])), vec![vec![through + 1]]);
+        let forgot: Vec<u64> = v
+            .executed(through + 1, b"result".to_vec())
+            .iter()
+            .filter_map(|a| match a {
+                VoterAction::ForgetResults { through } => Some(*through),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(forgot, vec![through + 2 - keep]);
+    }
+
     /// Once a node has executed more orders than it keeps results for, and a step more, it has
     /// the executor forget the oldest results (never fewer kept than the minimum, whatever was
     /// asked), and it skips their retransmissions like transferred orders'.
@@ -573,7 +611,9 @@ pub(super) mod tests {
     fn old_results_are_forgotten_in_steps_and_their_retransmissions_skipped() {
         let keep = STORED_RESULTS_KEPT_MIN;
         let through = keep + FORGET_STEP + 10;
-        let mut v = voter().keep_stored_results(1).resume(through, through, 0);
+        let mut v = voter()
+            .keep_stored_results(1)
+            .resume(&progress(through, through, &[]));
         let forgets = |actions: &[VoterAction]| -> Vec<u64> {
             actions
                 .iter()

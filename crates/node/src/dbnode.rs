@@ -118,11 +118,7 @@ async fn run_app<A: Application>(
         last_seq,
     )
     .keep_stored_results(options.keep_results)
-    .resume(
-        progress.executed_through,
-        progress.highest_order,
-        progress.transferred_through,
-    );
+    .resume(&progress);
     let key = Arc::new(options.node.key()?);
     let Started {
         metrics,

@@ -145,13 +145,18 @@ pub async fn not_ready_for_missing_predecessor(kind: Kind) {
     assert_eq!(exec.digest().await.unwrap(), before);
     assert_eq!(exec.progress().await.unwrap().highest_order, 0);
 
-    // Partition 1 is independent of the gap on partition 0.
+    // Partition 1 is independent of the gap on partition 0. The progress names the orders
+    // executed above the gap, which a restarted voter must count once the gap fills.
+    let above = |p: dbvote::Progress| (p.executed_through, p.highest_order, p.executed_above);
     executed(exec.execute(&other).await.unwrap());
+    assert_eq!(above(exec.progress().await.unwrap()), (0, 3, vec![3]));
     executed(exec.execute(&first).await.unwrap());
+    assert_eq!(above(exec.progress().await.unwrap()), (1, 3, vec![3]));
     assert_eq!(
         executed(exec.execute(&second).await.unwrap()),
         BankResult::Ok { balance_cents: 105 }
     );
+    assert_eq!(above(exec.progress().await.unwrap()), (3, 3, vec![]));
     exec.close().await;
 }
 
