@@ -11,7 +11,7 @@ use proto::{
     Configure, DbCheckpoint, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
     FetchPrepares, GroupId, Join, Lineage, Message, NewView, NodeId, PositionReport,
     PositionRequest, Prepare, PrepareEntry, Proposal, Reconfigure, RecoveryRequest, RecoveryState,
-    Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
+    BatchSignature, Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
     TableRows, Value, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::BTreeMap;
@@ -312,7 +312,7 @@ impl Seeds {
                     client: ClientId(1),
                     timestamp: 1,
                     page: b"<!doctype html><p>ok</p>".to_vec(),
-                    signature: Signature([0; 64]),
+                    signature: BatchSignature::unsigned(),
                 }
                 .sign(&key),
             ),

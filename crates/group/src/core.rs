@@ -16,10 +16,10 @@ use crate::view::{
 };
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Base, Checkpoint, ClientId, Commit, CommitDb, EpochClose,
-    Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal,
-    RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey, View,
-    ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
+    EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare,
+    Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey,
+    View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -1480,16 +1480,26 @@ impl ReplicaCore {
                 self.awaiting.remove(&order);
             }
         }
-        let mut actions: Vec<Action> = pages
+        let replies = pages
+            .iter()
+            .map(|(request, result)| self.reply(request, result))
+            .collect();
+        // One signature for the pages this reply completed (a chain's, typically): docs/protocol.md,
+        // "Batch-signed REPLYs".
+        let mut actions: Vec<Action> = Reply::sign_all(replies, &self.key)
             .into_iter()
-            .map(|(request, result)| Action::SendReply(self.reply(&request, &result)))
+            .map(|reply| {
+                self.cache_reply(&reply);
+                Action::SendReply(reply)
+            })
             .collect();
         actions.extend(self.next_warrant());
         Ok(actions)
     }
 
-    fn reply(&mut self, request: &Request, result: &[u8]) -> Reply {
-        let reply = Reply {
+    /// The (unsigned) REPLY that carries the page for `request`.
+    fn reply(&self, request: &Request, result: &[u8]) -> Reply {
+        Reply {
             config_epoch: self.cluster.epoch(),
             view: self.view,
             group: self.group,
@@ -1497,17 +1507,19 @@ impl ReplicaCore {
             client: request.client,
             timestamp: request.timestamp,
             page: self.renderer.render(request, result),
-            signature: Signature([0; 64]),
+            signature: BatchSignature::unsigned(),
         }
-        .sign(&self.key);
+    }
+
+    /// Keeps `reply` as its client's latest, to send again when the client retransmits.
+    fn cache_reply(&mut self, reply: &Reply) {
         let newer = self
             .replies
-            .get(&request.client)
-            .is_none_or(|cached| cached.timestamp < request.timestamp);
+            .get(&reply.client)
+            .is_none_or(|cached| cached.timestamp < reply.timestamp);
         if newer {
-            self.replies.insert(request.client, reply.clone());
+            self.replies.insert(reply.client, reply.clone());
         }
-        reply
     }
 
     /// A client's request reached us directly: re-send the cached reply if it is a

@@ -3,6 +3,7 @@
 //! keys that authenticate them, and the cluster configuration. `docs/protocol.md` describes the
 //! protocol these types carry.
 
+pub mod batch;
 pub mod config;
 pub mod crypto;
 pub mod ids;
@@ -14,6 +15,7 @@ pub mod state;
 pub mod testing;
 pub mod view;
 
+pub use batch::BatchSignature;
 pub use crypto::{PublicKey, Signature, SigningKey};
 pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{

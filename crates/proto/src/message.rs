@@ -1,6 +1,7 @@
 //! The protocol messages of `docs/protocol.md`, their signed and warranted byte strings, and the
 //! envelope that carries them on the wire.
 
+use crate::batch::{self, BatchSignature, RootCache};
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,8 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 3: PREPAREs carry RECONFIGUREs, REPLYs their configuration epoch, and the reconfiguration
 /// messages. 4: CHECKPOINTs name the candidates their sender followed. 5: lineages carry their
 /// NEW-VIEW's counter and slot, VIEW-CHANGEs may name their base, NEW-VIEWs share carried bases.
-pub const PROTOCOL_VERSION: u16 = 5;
+/// 6: REPLYs carry a batch signature (one signature per batch of replies, and a Merkle path).
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,7 +266,8 @@ pub struct Reply {
     pub timestamp: u64,
     /// The rendered HTML page.
     pub page: Vec<u8>,
-    pub signature: Signature,
+    /// The replica signs the REPLYs it makes together once ([`Reply::sign_all`]).
+    pub signature: BatchSignature,
 }
 
 /// A replica asks the primary to send again the PREPAREs with these counters (it saw a gap).
@@ -322,15 +325,51 @@ node_signed!(CommitDb, b"cloudbft/commit-db/v1", |m| (
 node_signed!(ReplyCommitDb, b"cloudbft/reply-commit-db/v1", |m| (
     m.db_node, &m.results
 ));
-node_signed!(Reply, b"cloudbft/reply/v2", |m| (
-    m.config_epoch,
-    m.view,
-    m.group,
-    m.replica,
-    m.client,
-    m.timestamp,
-    &m.page
-));
+impl Reply {
+    const DOMAIN: &'static [u8] = b"cloudbft/reply/v3";
+
+    fn signed_bytes(&self) -> Vec<u8> {
+        canonical(&(
+            self.config_epoch,
+            self.view,
+            self.group,
+            self.replica,
+            self.client,
+            self.timestamp,
+            &self.page,
+        ))
+    }
+
+    /// Signs this reply alone (a batch of one).
+    pub fn sign(self, key: &SigningKey) -> Self {
+        let mut signed = Self::sign_all(vec![self], key);
+        signed.pop().expect("one reply in, one out")
+    }
+
+    /// Signs `replies` with one signature (per [`batch::MAX_BATCH`]): each carries its path to
+    /// the signed root.
+    pub fn sign_all(mut replies: Vec<Reply>, key: &SigningKey) -> Vec<Reply> {
+        let bytes: Vec<Vec<u8>> = replies.iter().map(Reply::signed_bytes).collect();
+        for (reply, signature) in replies
+            .iter_mut()
+            .zip(batch::sign_all(key, Self::DOMAIN, &bytes))
+        {
+            reply.signature = signature;
+        }
+        replies
+    }
+
+    /// True when the holder of `key` signed exactly this reply (in a batch).
+    pub fn verify(&self, key: &PublicKey) -> bool {
+        self.signature
+            .verify(key, Self::DOMAIN, &self.signed_bytes())
+    }
+
+    /// Like [`Reply::verify`], but checks each batch root's signature once per `cache`.
+    pub fn verify_cached(&self, key: &PublicKey, cache: &mut RootCache) -> bool {
+        cache.verify(key, Self::DOMAIN, &self.signed_bytes(), &self.signature)
+    }
+}
 
 node_signed!(FetchPrepares, b"cloudbft/fetch-prepares/v1", |m| (
     m.replica,
@@ -537,7 +576,7 @@ mod tests {
             client: ClientId(3),
             timestamp: 1,
             page: b"<p>ok</p>".to_vec(),
-            signature: Signature([0; 64]),
+            signature: BatchSignature::unsigned(),
         }
         .sign(&key);
         assert!(reply.verify(&pk));

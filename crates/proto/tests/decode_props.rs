@@ -20,6 +20,21 @@ fn digest() -> impl Strategy<Value = MessageDigest> {
     any::<[u8; 32]>().prop_map(MessageDigest)
 }
 
+fn batch_signature() -> impl Strategy<Value = BatchSignature> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        prop::collection::vec(any::<[u8; 32]>(), 0..14),
+        signature(),
+    )
+        .prop_map(|(count, index, path, signature)| BatchSignature {
+            count,
+            index,
+            path,
+            signature,
+        })
+}
+
 fn signature() -> impl Strategy<Value = Signature> {
     (any::<[u8; 32]>(), any::<[u8; 32]>()).prop_map(|(a, b)| {
         let mut s = [0; 64];
@@ -408,7 +423,7 @@ fn message() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u64>(),
             bytes(64),
-            signature()
+            batch_signature()
         )
             .prop_map(
                 |(view, group, replica, client, timestamp, page, signature)| Message::Reply(

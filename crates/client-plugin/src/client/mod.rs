@@ -301,7 +301,7 @@ impl ClientEndpoint {
                         recorder.rejected(RejectReason::UnknownEpoch);
                         continue;
                     };
-                    match tally.add(reply, &cluster) {
+                    match tally.add(reply, &cluster, &shared.slots.roots) {
                         Ok(Counted::Accepted { epoch, group, page, disagreeing }) => {
                             if disagreeing > 0 {
                                 recorder.disagreeing(disagreeing);

@@ -6,7 +6,7 @@ use client_plugin::{ClientEndpoint, ClientOptions, ClientStats};
 use net::{Transport, TransportConfig};
 use proto::config::Cluster;
 use proto::testing::{client_key, node_key, TestCluster};
-use proto::{ClientId, Envelope, GroupId, Message, NodeId, Reply, Request, Signature, View};
+use proto::{ClientId, Envelope, GroupId, Message, NodeId, Reply, Request, View};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -174,7 +174,7 @@ pub fn signed_reply(
         client: request.client,
         timestamp: request.timestamp,
         page: page.to_vec(),
-        signature: Signature([0; 64]),
+        signature: proto::BatchSignature::unsigned(),
     }
     .sign(&node_key(NodeId(signer)))
 }

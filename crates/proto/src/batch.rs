@@ -1,0 +1,343 @@
+//! One Ed25519 signature for many messages: the signer signs the root of a Merkle tree over
+//! the messages' digests, and each message carries its path to that root.
+//!
+//! A replica answers every request with a signed REPLY, and the REPLYs of one database chain
+//! become ready together. Signing each was one Ed25519 signature per request per replica, and
+//! checking each one of f+1 checks per request at the client. With a batch signature the
+//! replica signs once per batch; a client checks a reply by hashing its way up to the root and
+//! checking the root's signature, which a process that serves many client identities (the
+//! gateway, the load driver) does once per batch and replica ([`RootCache`]).
+//!
+//! **Why it is as strong as one signature per message.** Leaves and inner nodes are hashed
+//! with different prefixes (0 and 1), so a leaf can never pass for an inner node or the other
+//! way round. A path that leads from a message to a signed root therefore names a leaf the
+//! signer hashed, unless SHA-256 has a collision: the signature covers exactly the messages of
+//! the batch. A verified root says nothing about other messages, so caching it is sound. The
+//! root is signed with the tree's size under the message type's own domain, as a single
+//! signature would be.
+
+use crate::crypto::{PublicKey, Signature, SigningKey};
+use ring::digest::{Context, SHA256};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashSet, VecDeque};
+
+/// A SHA-256 hash of the tree.
+pub type Hash = [u8; 32];
+
+/// Most messages one signature covers; a batch larger than this is signed in several.
+pub const MAX_BATCH: usize = 1 << 12;
+
+/// A message's share of a batch signature: where it sits in the tree, the hashes that lead
+/// from it to the root, and the signer's signature of the root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSignature {
+    /// How many messages the signature covers (1: a plain signature of this message's hash).
+    pub count: u32,
+    /// This message's position among them.
+    pub index: u32,
+    /// The sibling hashes from the leaf up, one per level where the node has a sibling.
+    pub path: Vec<Hash>,
+    /// The signer's signature of (count, root).
+    pub signature: Signature,
+}
+
+impl BatchSignature {
+    /// A placeholder, to be replaced by [`sign_all`] (tests and messages being built).
+    pub fn unsigned() -> Self {
+        BatchSignature {
+            count: 1,
+            index: 0,
+            path: Vec::new(),
+            signature: Signature([0; 64]),
+        }
+    }
+
+    /// The root this signature claims for `message`, or `None` if the path does not fit the
+    /// claimed position (wrong length, index out of range, a batch over [`MAX_BATCH`]).
+    pub fn root(&self, domain: &[u8], message: &[u8]) -> Option<Hash> {
+        let (count, index) = (self.count as usize, self.index as usize);
+        if count == 0 || count > MAX_BATCH || index >= count {
+            return None;
+        }
+        let mut node = leaf(domain, message);
+        let mut path = self.path.iter();
+        let (mut i, mut width) = (index, count);
+        while width > 1 {
+            if i % 2 == 1 {
+                node = inner(path.next()?, &node);
+            } else if i + 1 < width {
+                node = inner(&node, path.next()?);
+            }
+            // else: the last node of an odd level goes up unchanged.
+            i /= 2;
+            width = width.div_ceil(2);
+        }
+        path.next().is_none().then_some(node)
+    }
+
+    /// True when the holder of `key` signed a batch containing exactly `message`.
+    pub fn verify(&self, key: &PublicKey, domain: &[u8], message: &[u8]) -> bool {
+        self.root(domain, message)
+            .is_some_and(|root| verify_root(key, domain, self.count, &root, &self.signature))
+    }
+}
+
+/// Checks the signature of a batch root.
+pub fn verify_root(
+    key: &PublicKey,
+    domain: &[u8],
+    count: u32,
+    root: &Hash,
+    signature: &Signature,
+) -> bool {
+    key.verify(domain, &signed_root(count, root), signature)
+}
+
+/// Signs `messages` with one signature per [`MAX_BATCH`] of them; the result is in their order.
+pub fn sign_all(key: &SigningKey, domain: &[u8], messages: &[Vec<u8>]) -> Vec<BatchSignature> {
+    let mut out = Vec::with_capacity(messages.len());
+    for chunk in messages.chunks(MAX_BATCH) {
+        let count = chunk.len() as u32;
+        let mut levels = vec![chunk.iter().map(|m| leaf(domain, m)).collect::<Vec<_>>()];
+        while levels.last().is_some_and(|l| l.len() > 1) {
+            let below = levels.last().expect("at least the leaves");
+            let above = below
+                .chunks(2)
+                .map(|pair| match pair {
+                    [l, r] => inner(l, r),
+                    [alone] => *alone,
+                    _ => unreachable!("chunks of two"),
+                })
+                .collect();
+            levels.push(above);
+        }
+        let root = levels.last().expect("at least the leaves")[0];
+        let signature = key.sign(domain, &signed_root(count, &root));
+        for index in 0..chunk.len() {
+            let mut path = Vec::new();
+            let mut i = index;
+            for level in &levels[..levels.len() - 1] {
+                if let Some(sibling) = level.get(i ^ 1) {
+                    path.push(*sibling);
+                }
+                i /= 2;
+            }
+            out.push(BatchSignature {
+                count,
+                index: index as u32,
+                path,
+                signature,
+            });
+        }
+    }
+    out
+}
+
+fn leaf(domain: &[u8], message: &[u8]) -> Hash {
+    hash(&[&[0], domain, &[0], message])
+}
+
+fn inner(left: &Hash, right: &Hash) -> Hash {
+    hash(&[&[1], left, right])
+}
+
+fn signed_root(count: u32, root: &Hash) -> Vec<u8> {
+    let mut bytes = count.to_be_bytes().to_vec();
+    bytes.extend_from_slice(root);
+    bytes
+}
+
+fn hash(parts: &[&[u8]]) -> Hash {
+    let mut context = Context::new(&SHA256);
+    for part in parts {
+        context.update(part);
+    }
+    context
+        .finish()
+        .as_ref()
+        .try_into()
+        .expect("SHA-256 is 32 bytes")
+}
+
+/// The batch roots a process has already checked, per signing key (not per node id: a root
+/// vouches only for what that key signed), so that the other messages of a batch cost hashes
+/// instead of a signature check. Bounded: the oldest entries go first.
+#[derive(Debug)]
+pub struct RootCache {
+    capacity: usize,
+    known: HashSet<(PublicKey, u32, Hash)>,
+    order: VecDeque<(PublicKey, u32, Hash)>,
+}
+
+impl RootCache {
+    /// A cache of at most `capacity` roots.
+    pub fn new(capacity: usize) -> Self {
+        RootCache {
+            capacity: capacity.max(1),
+            known: HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Checks `signature` on `message` as signed by `key`, checking the root's signature only
+    /// if this cache has not seen it verified before.
+    pub fn verify(
+        &mut self,
+        key: &PublicKey,
+        domain: &[u8],
+        message: &[u8],
+        signature: &BatchSignature,
+    ) -> bool {
+        let Some(root) = signature.root(domain, message) else {
+            return false;
+        };
+        let entry = (*key, signature.count, root);
+        if self.known.contains(&entry) {
+            return true;
+        }
+        if !verify_root(key, domain, signature.count, &root, &signature.signature) {
+            return false;
+        }
+        if self.order.len() == self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.known.remove(&oldest);
+            }
+        }
+        self.known.insert(entry);
+        self.order.push_back(entry);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const D: &[u8] = b"test/batch";
+
+    fn messages(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("message {i}").into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn every_message_of_every_size_verifies_and_no_other() {
+        let key = SigningKey::from_seed([3; 32]);
+        let other = SigningKey::from_seed([4; 32]).public_key();
+        for n in 1..=33 {
+            let ms = messages(n);
+            let sigs = sign_all(&key, D, &ms);
+            assert_eq!(sigs.len(), n);
+            for (i, (m, s)) in ms.iter().zip(&sigs).enumerate() {
+                assert!(s.verify(&key.public_key(), D, m), "n {n} i {i}");
+                assert!(!s.verify(&other, D, m));
+                assert!(!s.verify(&key.public_key(), b"other/domain", m));
+                // Another message of the batch does not pass with this one's path.
+                let j = (i + 1) % n;
+                assert!(n == 1 || !s.verify(&key.public_key(), D, &ms[j]));
+                // Paths are as short as the tree is deep.
+                assert!(s.path.len() <= (usize::BITS - (n - 1).leading_zeros()) as usize);
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_message_is_a_signature_of_its_leaf() {
+        let key = SigningKey::from_seed([3; 32]);
+        let s = &sign_all(&key, D, &messages(1))[0];
+        assert_eq!((s.count, s.index, s.path.len()), (1, 0, 0));
+    }
+
+    #[test]
+    fn tampered_positions_and_paths_fail() {
+        let key = SigningKey::from_seed([3; 32]);
+        let ms = messages(7);
+        let sigs = sign_all(&key, D, &ms);
+        let pk = key.public_key();
+        let mut s = sigs[2].clone();
+        s.index = 3;
+        assert!(!s.verify(&pk, D, &ms[2]));
+        let mut s = sigs[2].clone();
+        s.count = 8;
+        assert!(!s.verify(&pk, D, &ms[2]));
+        let mut s = sigs[2].clone();
+        s.path.push([0; 32]);
+        assert!(!s.verify(&pk, D, &ms[2]));
+        let mut s = sigs[2].clone();
+        s.path.pop();
+        assert!(!s.verify(&pk, D, &ms[2]));
+        let mut s = sigs[2].clone();
+        s.path[0][0] ^= 1;
+        assert!(!s.verify(&pk, D, &ms[2]));
+        let mut s = sigs[6].clone();
+        s.index = 7;
+        assert!(s.root(D, &ms[6]).is_none());
+        let mut s = sigs[0].clone();
+        s.count = 0;
+        assert!(s.root(D, &ms[0]).is_none());
+        assert!(!BatchSignature::unsigned().verify(&pk, D, &ms[0]));
+    }
+
+    #[test]
+    fn batches_over_the_limit_are_signed_in_several() {
+        let key = SigningKey::from_seed([3; 32]);
+        let ms = messages(MAX_BATCH + 3);
+        let sigs = sign_all(&key, D, &ms);
+        assert_eq!(sigs[MAX_BATCH - 1].count as usize, MAX_BATCH);
+        assert_eq!((sigs[MAX_BATCH].count, sigs[MAX_BATCH].index), (3, 0));
+        assert!(sigs[MAX_BATCH + 2].verify(&key.public_key(), D, &ms[MAX_BATCH + 2]));
+    }
+
+    #[test]
+    fn the_cache_checks_a_root_once_and_refuses_what_does_not_verify() {
+        let key = SigningKey::from_seed([3; 32]);
+        let pk = key.public_key();
+        let ms = messages(5);
+        let sigs = sign_all(&key, D, &ms);
+        let mut cache = RootCache::new(2);
+        for (m, s) in ms.iter().zip(&sigs) {
+            assert!(cache.verify(&pk, D, m, s));
+        }
+        assert_eq!(cache.order.len(), 1);
+        // A forged signature on a root the cache has not seen fails, and is not remembered.
+        let unseen = messages(6);
+        let mut forged = sign_all(&SigningKey::from_seed([9; 32]), D, &unseen)[0].clone();
+        assert!(!cache.verify(&pk, D, &unseen[0], &forged));
+        assert!(!cache.verify(&pk, D, &unseen[0], &forged));
+        // A known root with a path to another message fails: the root is per message.
+        forged = sigs[0].clone();
+        assert!(!cache.verify(&pk, D, b"not in the batch", &forged));
+        // The same root under another key is checked again (and fails).
+        let other = SigningKey::from_seed([5; 32]).public_key();
+        assert!(!cache.verify(&other, D, &ms[0], &sigs[0]));
+        // Bounded.
+        for n in 1..5 {
+            let ms = messages(n);
+            let s = &sign_all(&key, D, &ms)[0];
+            assert!(cache.verify(&pk, D, &ms[0], s));
+        }
+        assert_eq!(cache.order.len(), 2);
+        assert_eq!(cache.known.len(), 2);
+    }
+
+    proptest! {
+        #[test]
+        fn any_position_of_any_batch_verifies(n in 1usize..300, pick in 0usize..300) {
+            let key = SigningKey::from_seed([7; 32]);
+            let ms = messages(n);
+            let i = pick % n;
+            let s = &sign_all(&key, D, &ms)[i];
+            prop_assert!(s.verify(&key.public_key(), D, &ms[i]));
+        }
+
+        #[test]
+        fn no_claimed_position_panics(count in any::<u32>(), index in any::<u32>(),
+                                      depth in 0usize..40) {
+            let s = BatchSignature { count, index, path: vec![[1; 32]; depth],
+                                     signature: Signature([0; 64]) };
+            let _ = s.root(D, b"m");
+        }
+    }
+}
