@@ -18,8 +18,8 @@ use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
     EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare,
-    Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey,
-    View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    Proposal, PublicKey, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
+    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -1440,16 +1440,40 @@ impl ReplicaCore {
 
     /// Results from a database node.
     pub fn on_reply_commit_db(&mut self, reply: ReplyCommitDb) -> Result<Vec<Action>, Reject> {
-        let is_db = self
-            .cluster
-            .config
-            .db_nodes
-            .iter()
-            .any(|d| d.id == reply.db_node.0);
-        let key = self.cluster.node_key(reply.db_node).filter(|_| is_db);
-        if !key.is_some_and(|k| reply.verify(k)) {
+        if !self.db_key(reply.db_node).is_some_and(|k| reply.verify(k)) {
             return Err(Reject::BadSignature);
         }
+        let pages = self.count_results(reply);
+        Ok(self.answer(pages))
+    }
+
+    /// Several REPLY-COMMIT-DBs, as [`ReplicaCore::on_reply_commit_db`] takes one, with their
+    /// signatures checked in one batch (drivers gather those of a burst of frames; the verdicts
+    /// are those of single checks) and the pages they complete signed together. Those with a
+    /// bad signature are refused (see [`ReplicaCore::take_refusals`]).
+    pub fn on_reply_commit_dbs(&mut self, replies: Vec<ReplyCommitDb>) -> Vec<Action> {
+        let all: Vec<&ReplyCommitDb> = replies.iter().collect();
+        let verdicts = ReplyCommitDb::verify_many(&all, |r| self.db_key(r.db_node));
+        let mut pages = Vec::new();
+        for (reply, signed) in replies.into_iter().zip(verdicts) {
+            if signed {
+                pages.extend(self.count_results(reply));
+            } else {
+                self.refusals.push(Reject::BadSignature);
+            }
+        }
+        self.answer(pages)
+    }
+
+    /// The key of database node `node`, if it is one.
+    fn db_key(&self, node: NodeId) -> Option<&PublicKey> {
+        let is_db = self.cluster.config.db_nodes.iter().any(|d| d.id == node.0);
+        self.cluster.node_key(node).filter(|_| is_db)
+    }
+
+    /// Counts a database node's results; returns the requests and results of the pages that
+    /// now have f+1 matching results.
+    fn count_results(&mut self, reply: ReplyCommitDb) -> Vec<(Request, Vec<u8>)> {
         let quorum = self.f() + 1;
         let db_nodes = self.cluster.config.db_nodes.len();
         let mut pages = Vec::new();
@@ -1480,12 +1504,16 @@ impl ReplicaCore {
                 self.awaiting.remove(&order);
             }
         }
+        pages
+    }
+
+    /// REPLYs with these pages, under one signature (docs/protocol.md, "Batch-signed REPLYs"),
+    /// and the next warrant if one waits.
+    fn answer(&mut self, pages: Vec<(Request, Vec<u8>)>) -> Vec<Action> {
         let replies = pages
             .iter()
             .map(|(request, result)| self.reply(request, result))
             .collect();
-        // One signature for the pages this reply completed (a chain's, typically): docs/protocol.md,
-        // "Batch-signed REPLYs".
         let mut actions: Vec<Action> = Reply::sign_all(replies, &self.key)
             .into_iter()
             .map(|reply| {
@@ -1494,7 +1522,7 @@ impl ReplicaCore {
             })
             .collect();
         actions.extend(self.next_warrant());
-        Ok(actions)
+        actions
     }
 
     /// The (unsigned) REPLY that carries the page for `request`.
@@ -1527,35 +1555,53 @@ impl ReplicaCore {
     /// send to the primary themselves, so it is forwarded to the primary only once it has
     /// waited (see [`ReplicaCore::on_tick`]).
     pub fn on_request(&mut self, request: &Request) -> Vec<Action> {
+        self.on_requests(std::slice::from_ref(request))
+    }
+
+    /// Several requests that reached us directly, as [`ReplicaCore::on_request`] takes one, with
+    /// their signatures checked in one batch (drivers gather the requests of a burst of
+    /// frames). The verdicts are those of single checks, so which requests arrive together
+    /// changes nothing but the cost.
+    pub fn on_requests(&mut self, requests: &[Request]) -> Vec<Action> {
         if self.recovering.is_some() {
             return Vec::new();
         }
-        if let Some(reply) = self.replies.get(&request.client) {
-            if reply.timestamp == request.timestamp {
-                return vec![Action::SendReply(reply.clone())];
+        let mut actions = Vec::new();
+        // The cheap checks first: retransmissions and ordered requests cost no signature check.
+        let mut candidates = Vec::new();
+        for request in requests {
+            if let Some(reply) = self.replies.get(&request.client) {
+                if reply.timestamp == request.timestamp {
+                    actions.push(Action::SendReply(reply.clone()));
+                    continue;
+                }
+            }
+            if self.is_new(request) && request.declares_truthfully(self.rule.as_ref()) {
+                candidates.push(request);
             }
         }
-        // The cheap checks first: retransmissions and ordered requests cost no signature check.
-        let newer = self.book.is_newer(request)
+        let verdicts = Request::verify_many(&candidates, |c| self.cluster.client_key(c));
+        for (request, valid) in candidates.into_iter().zip(verdicts) {
+            // Checked again: two requests of one client may arrive together.
+            if valid && self.is_new(request) {
+                let waiting = Waiting {
+                    request: request.clone(),
+                    since: self.ticks,
+                    forwarded: false,
+                };
+                self.waiting.insert(request.client, waiting);
+            }
+        }
+        actions
+    }
+
+    /// Not ordered yet, and newer than what waits for this client.
+    fn is_new(&self, request: &Request) -> bool {
+        self.book.is_newer(request)
             && self
                 .waiting
                 .get(&request.client)
-                .is_none_or(|w| w.request.timestamp < request.timestamp);
-        let valid = || {
-            self.cluster
-                .client_key(request.client)
-                .is_some_and(|key| request.verify(key))
-                && request.declares_truthfully(self.rule.as_ref())
-        };
-        if newer && valid() {
-            let waiting = Waiting {
-                request: request.clone(),
-                since: self.ticks,
-                forwarded: false,
-            };
-            self.waiting.insert(request.client, waiting);
-        }
-        Vec::new()
+                .is_none_or(|w| w.request.timestamp < request.timestamp)
     }
 
     /// A peer asks for messages it lost.

@@ -147,7 +147,9 @@ impl OrderBook {
     /// ordered request) get no order, so a Byzantine primary cannot make anything execute twice
     /// or break partition isolation. `verified` names requests whose signature this replica
     /// has already checked (byte for byte the same request), which are not checked again: the
-    /// outcome is the same, so every correct replica still derives the same book.
+    /// outcome is the same, so every correct replica still derives the same book. The others
+    /// are checked in one batch, whose verdicts are those of single checks. `verified` must say
+    /// the same of a request each time it is asked during one call.
     pub fn order(
         &mut self,
         cluster: &Cluster,
@@ -161,12 +163,18 @@ impl OrderBook {
         }
         let latest = Anchor::of(prepare.primary, &prepare.ui);
         self.prepares.insert(prepare.primary, latest);
+        // The signatures not checked yet, in one batch (same verdicts as one by one).
+        let unchecked: Vec<&Request> = prepare
+            .entries
+            .iter()
+            .map(|e| &e.request)
+            .filter(|r| !verified(r))
+            .collect();
+        let mut verdicts = Request::verify_many(&unchecked, |c| cluster.client_key(c)).into_iter();
         for entry in &prepare.entries {
             let request = &entry.request;
-            let valid = (verified(request)
-                || cluster
-                    .client_key(request.client)
-                    .is_some_and(|key| request.verify(key)))
+            let signed = verified(request) || verdicts.next().unwrap_or(false);
+            let valid = signed
                 && request.declares_truthfully(rule)
                 && !request.partitions.is_empty()
                 && request.partitions.iter().all(|&p| p < self.partitions)
@@ -312,6 +320,31 @@ mod tests {
             .map(|(_, e)| (e.order, e.request.client))
             .collect();
         assert_eq!(orders, vec![(1, ClientId(1)), (2, ClientId(4))]);
+    }
+
+    /// Which requests a replica checked on arrival changes nothing: the others are checked in a
+    /// batch, and every replica derives the same book.
+    #[test]
+    fn the_book_is_the_same_whichever_requests_were_checked_before() {
+        let cluster = TestCluster::new(1, 1, 2, 12).cluster;
+        let mut forged = request(10, 2, &[0]);
+        forged.timestamp = 3;
+        let requests: Vec<Request> = (1..=9)
+            .map(|c| request(c, 1, &[(c % 2) as u8]))
+            .chain([forged])
+            .collect();
+        let p = prepare(&cluster, requests.clone());
+        let books: Vec<(Vec<(GroupId, Execution)>, MessageDigest)> = [0usize, 1, 4, 9]
+            .into_iter()
+            .map(|seen| {
+                let mut book = OrderBook::new(&cluster);
+                let checked = &requests[..seen];
+                let out = book.order(&cluster, &BytesArePartitions, &p, &|r| checked.contains(r));
+                (out, book.digest())
+            })
+            .collect();
+        assert_eq!(books[0].0.len(), 9, "the forged request gets no order");
+        assert!(books.iter().all(|b| *b == books[0]));
     }
 
     /// The book records where each candidate's latest PREPARE sits (a recovering replica

@@ -18,6 +18,7 @@
 pub mod app;
 pub mod dbnode;
 pub mod epoch;
+mod intake;
 pub mod metrics;
 pub mod page;
 pub mod peers;

@@ -4,13 +4,14 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
+use crate::intake::{Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
 use crate::{NodeError, NodeOptions, Started};
 use primary::core::{Action, PrimaryCore, Rejection};
 use proto::config::{Cluster, ClusterConfig};
-use proto::{FetchPrepares, Message, NodeId, Proposal, View};
+use proto::{ClientId, FetchPrepares, Message, NodeId, Proposal, Request, View};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,8 +43,9 @@ pub async fn run(
     let Started {
         metrics,
         mut peers,
-        mut inbound,
+        inbound,
     } = options.node.start().await?;
+    let mut intake = Intake::new(inbound);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let new_core = |cluster: &Arc<Cluster>| {
         PrimaryCore::new(
@@ -66,8 +68,19 @@ pub async fn run(
     loop {
         let actions = tokio::select! {
             _ = &mut shutdown => break,
-            Some(inbound) = inbound.recv() => {
-                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+            Some(item) = intake.next(&metrics) => 'took: {
+                let message = match item {
+                    Item::Message(message) => message,
+                    Item::Requests(requests) => {
+                        break 'took on_requests(&mut core, &metrics, &mut arrivals, requests)
+                    }
+                    Item::ReplyCommitDbs(replies) => {
+                        for _ in replies {
+                            metrics.reject("unexpected_reply_commit_db");
+                        }
+                        break 'took Vec::new()
+                    }
+                };
                 match message {
                     Message::Reconfigure(r) => on_reconfigure(&mut core, &metrics, &mut shape, r),
                     Message::PositionRequest(request) => {
@@ -97,9 +110,9 @@ pub async fn run(
                                 metrics.config_epoch.set(cluster.epoch().0);
                                 core = new_core(&cluster);
                                 shape = None;
-                                pending
+                                core.on_requests(pending)
                                     .into_iter()
-                                    .filter_map(|r| core.on_request(r).ok())
+                                    .filter_map(Result::ok)
                                     .flatten()
                                     .collect()
                             }
@@ -118,20 +131,12 @@ pub async fn run(
                     }
                     message => {
                         let arrived = Instant::now();
-                        let request = match &message {
-                            Message::Request(r) => Some((r.client, r.timestamp)),
-                            _ => None,
-                        };
-                        let admitted = metrics.requests.get();
                         let actions = on_message(&mut core, &cluster, &peers, &metrics, message);
                         metrics.stage(Stage::Handle, arrived.elapsed());
-                        if let Some(key) = request.filter(|_| metrics.requests.get() > admitted) {
-                            arrivals.start(key, arrived);
-                        }
                         actions
                     }
                 }
-            }
+            },
             Some(result) = warranted.recv() => core.warranted(result?),
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
@@ -199,6 +204,28 @@ fn on_reconfigure(
     }
 }
 
+/// Client requests of one burst (their signatures checked together), timed from now until
+/// the PREPARE that orders them goes out.
+fn on_requests(
+    core: &mut PrimaryCore,
+    metrics: &Metrics,
+    arrivals: &mut Timings<(ClientId, u64)>,
+    requests: Vec<Request>,
+) -> Vec<Action> {
+    let arrived = Instant::now();
+    let keys: Vec<_> = requests.iter().map(|r| (r.client, r.timestamp)).collect();
+    let mut actions = Vec::new();
+    for (key, result) in keys.into_iter().zip(core.on_requests(requests)) {
+        if result.is_ok() {
+            metrics.requests.inc();
+            arrivals.start(key, arrived);
+        }
+        actions.extend(handled(metrics, result));
+    }
+    metrics.stage(Stage::Handle, arrived.elapsed());
+    actions
+}
+
 fn on_message(
     core: &mut PrimaryCore,
     cluster: &Cluster,
@@ -207,9 +234,6 @@ fn on_message(
     message: Message,
 ) -> Vec<Action> {
     let result = match message {
-        Message::Request(request) => core.on_request(request).inspect(|_| {
-            metrics.requests.inc();
-        }),
         Message::Join(join) => {
             tracing::info!(
                 replica = join.replica.0,
@@ -234,6 +258,11 @@ fn on_message(
             Ok(Vec::new())
         }
     };
+    handled(metrics, result)
+}
+
+/// The actions of a message the core took, or nothing for one it refused (counted by reason).
+fn handled(metrics: &Metrics, result: Result<Vec<Action>, Rejection>) -> Vec<Action> {
     result.unwrap_or_else(|rejection| {
         let label = match rejection {
             Rejection::UnknownClient => "unknown_client",

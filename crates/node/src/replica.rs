@@ -4,6 +4,7 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
+use crate::intake::{Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::page::{Admit, PageMode, PageStage};
 use crate::peers::Peers;
@@ -13,7 +14,8 @@ use group::core::{Action, Reject, ReplicaCore};
 use group::log::Segments;
 use proto::config::Cluster;
 use proto::{
-    FetchCommits, FetchPrepares, GroupId, Message, NodeId, Proposal, RecoveryRequest, Signature,
+    FetchCommits, FetchPrepares, GroupId, Message, NodeId, Proposal, RecoveryRequest,
+    ReplyCommitDb, Request, Signature,
 };
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -244,15 +246,16 @@ impl Finishing {
         Instant::now() >= self.until
     }
 
-    /// Results and client retransmissions go to it too.
-    fn offer(&mut self, message: &Message, peers: &Peers, pages: &PageStage) {
-        let actions = match message {
-            Message::ReplyCommitDb(r) => {
-                self.core.on_reply_commit_db(r.clone()).unwrap_or_default()
-            }
-            Message::Request(r) => self.core.on_request(r),
-            _ => return,
-        };
+    /// Results go to it too.
+    fn offer_results(&mut self, replies: &[ReplyCommitDb], peers: &Peers, pages: &PageStage) {
+        let actions = self.core.on_reply_commit_dbs(replies.to_vec());
+        self.core.take_refusals();
+        self.send(actions, peers, pages);
+    }
+
+    /// Client retransmissions go to it too (it answers from its reply cache).
+    fn offer_requests(&mut self, requests: &[Request], peers: &Peers, pages: &PageStage) {
+        let actions = self.core.on_requests(requests);
         self.send(actions, peers, pages);
     }
 
@@ -362,6 +365,7 @@ pub async fn run(
     } else {
         shape
     };
+    let mut intake = Intake::new(inbound);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let (mut e, mut first) = InEpoch::start(&options, cluster, &app, &key)?;
     // When each order's decision became durable, for the decision-to-reply latency.
@@ -376,14 +380,37 @@ pub async fn run(
     // The closed epoch's core while it finishes; for a removed replica, the running one.
     let mut finishing: Option<Finishing> = None;
     let mut leaving: Option<Instant> = None;
-    loop {
+    'events: loop {
         let actions = if !first.is_empty() {
             std::mem::take(&mut first)
         } else {
             tokio::select! {
             _ = &mut shutdown => break,
-            Some(inbound) = inbound.recv() => {
-                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+            Some(item) = intake.next(&metrics) => 'took: {
+                let message = match item {
+                    Item::Message(message) => message,
+                    Item::Requests(requests) => {
+                        if let Some(f) = finishing.as_mut() {
+                            f.offer_requests(&requests, &peers, &pages);
+                        }
+                        let arrived = Instant::now();
+                        let actions = e.core.on_requests(&requests);
+                        metrics.stage(Stage::Handle, arrived.elapsed());
+                        break 'took actions
+                    }
+                    Item::ReplyCommitDbs(replies) => {
+                        if let Some(f) = finishing.as_mut() {
+                            f.offer_results(&replies, &peers, &pages);
+                        }
+                        let arrived = Instant::now();
+                        let actions = e.core.on_reply_commit_dbs(replies);
+                        for reject in e.core.take_refusals() {
+                            metrics.reject(reject_label(&reject));
+                        }
+                        metrics.stage(Stage::Handle, arrived.elapsed());
+                        break 'took actions
+                    }
+                };
                 match message {
                     Message::Configure(configure) => {
                         let shape = e.core.reconfiguration().map(|(_, next)| next);
@@ -401,7 +428,7 @@ pub async fn run(
                                     );
                                     e.core.freeze();
                                     leaving = Some(Instant::now() + FINISH_FOR);
-                                    continue;
+                                    continue 'events;
                                 }
                                 peers.update(&next)?;
                                 metrics.epoch_closed.set(0);
@@ -409,7 +436,7 @@ pub async fn run(
                                 let closed = std::mem::replace(&mut e, next);
                                 finishing = Some(Finishing::new(closed.core, &closed.roles));
                                 first = actions;
-                                continue;
+                                continue 'events;
                             }
                             Some(Err(err)) => {
                                 tracing::debug!(id = me.0, error = %err, "CONFIGURE refused");
@@ -433,9 +460,6 @@ pub async fn run(
                         Vec::new()
                     }
                     message => {
-                        if let Some(f) = finishing.as_mut() {
-                            f.offer(&message, &peers, &pages);
-                        }
                         let arrived = Instant::now();
                         if let Message::Prepare(prepare) = &message {
                             let ours = prepare.entries.iter().filter(|p| p.group == e.core.group());
@@ -449,7 +473,7 @@ pub async fn run(
                         actions
                     }
                 }
-            }
+            },
             Some(result) = warranted.recv() => e.core.warranted(result?),
             Some(result) = e.synced.recv() => {
                 let (slots, took) = result?;

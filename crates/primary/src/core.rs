@@ -248,10 +248,41 @@ impl PrimaryCore {
     /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
     /// no replica can see.
     pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
+        let signed = self.is_primary()
+            && self
+                .cluster
+                .client_key(request.client)
+                .is_some_and(|key| request.verify(key));
+        self.on_checked_request(request, signed)
+    }
+
+    /// Several client requests, as [`PrimaryCore::on_request`] takes one (in order, one result
+    /// each), with their signatures checked in one batch: drivers gather the requests of a
+    /// burst of frames. The verdicts are those of single checks.
+    pub fn on_requests(&mut self, requests: Vec<Request>) -> Vec<Result<Vec<Action>, Rejection>> {
+        let verdicts = if self.is_primary() {
+            let all: Vec<&Request> = requests.iter().collect();
+            Request::verify_many(&all, |c| self.cluster.client_key(c))
+        } else {
+            vec![false; requests.len()]
+        };
+        requests
+            .into_iter()
+            .zip(verdicts)
+            .map(|(request, signed)| self.on_checked_request(request, signed))
+            .collect()
+    }
+
+    /// `signed`: the client's signature verified.
+    fn on_checked_request(
+        &mut self,
+        request: Request,
+        signed: bool,
+    ) -> Result<Vec<Action>, Rejection> {
         if !self.is_primary() {
             return Err(Rejection::NotPrimary);
         }
-        let group = match self.admit(&request) {
+        let group = match self.admit(&request, signed) {
             Err(Rejection::Duplicate) => return self.retransmitted(&request),
             other => other?,
         };
@@ -386,12 +417,11 @@ impl PrimaryCore {
         self.pending.max_clients()
     }
 
-    fn admit(&self, request: &Request) -> Result<GroupId, Rejection> {
-        let key = self
-            .cluster
-            .client_key(request.client)
-            .ok_or(Rejection::UnknownClient)?;
-        if !request.verify(key) {
+    fn admit(&self, request: &Request, signed: bool) -> Result<GroupId, Rejection> {
+        if self.cluster.client_key(request.client).is_none() {
+            return Err(Rejection::UnknownClient);
+        }
+        if !signed {
             return Err(Rejection::BadSignature);
         }
         if !request.declares_truthfully(self.rule.as_ref())
@@ -585,6 +615,34 @@ mod tests {
         assert_eq!(p.on_request(request(1, 5, &[0])), Err(Rejection::Duplicate));
         assert_eq!(p.on_request(request(1, 4, &[0])), Err(Rejection::Duplicate));
         assert!(p.on_request(request(1, 6, &[0])).is_ok());
+    }
+
+    #[test]
+    fn requests_checked_in_one_batch_get_the_verdicts_of_one_by_one() {
+        let mut forged = request(1, 1, &[0]);
+        forged.timestamp = 2;
+        let lying = Request::signed(ClientId(1), 1, vec![0], vec![1], &client_key(ClientId(1)));
+        let burst = vec![
+            request(2, 1, &[1]),
+            forged,
+            request(99, 1, &[0]),
+            lying,
+            request(1, 5, &[0]),
+            request(1, 5, &[0]),
+            request(3, 1, &[2]),
+            request(1, 4, &[0]),
+            request(1, 6, &[0]),
+        ];
+        let mut one_by_one = primary(8);
+        let expected: Vec<_> = burst
+            .iter()
+            .map(|r| one_by_one.on_request(r.clone()))
+            .collect();
+        let mut batched = primary(8);
+        assert_eq!(batched.on_requests(burst), expected);
+        assert_eq!(batched.pending(), one_by_one.pending());
+        assert!(expected.contains(&Err(Rejection::BadSignature)));
+        assert!(expected.contains(&Err(Rejection::Duplicate)));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! envelope that carries them on the wire.
 
 use crate::batch::{self, BatchSignature, RootCache};
-use crate::crypto::{PublicKey, Signature, SigningKey};
+use crate::crypto::{verify_batch, PublicKey, Signature, Signed, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
@@ -14,7 +14,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// messages. 4: CHECKPOINTs name the candidates their sender followed. 5: lineages carry their
 /// NEW-VIEW's counter and slot, VIEW-CHANGEs may name their base, NEW-VIEWs share carried bases.
 /// 6: REPLYs carry a batch signature (one signature per batch of replies, and a Merkle path).
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: the same messages, but Ed25519 signatures are checked under ZIP 215 (`crypto`): nodes of
+/// version 6 check under RFC 8032's rules and could disagree with 7 on a crafted signature.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +65,52 @@ impl Request {
     pub fn verify(&self, client_key: &PublicKey) -> bool {
         client_key.verify(Self::DOMAIN, &self.signed_bytes(), &self.signature)
     }
+
+    /// Checks many requests' signatures in one batch ([`crate::crypto::verify_batch`]): for
+    /// each, true when `client_key` knows its client and that key signed it, exactly as
+    /// [`Request::verify`] would say.
+    pub fn verify_many<'a>(
+        requests: &[&Request],
+        client_key: impl Fn(ClientId) -> Option<&'a PublicKey>,
+    ) -> Vec<bool> {
+        verify_each(
+            requests,
+            |r| client_key(r.client),
+            Self::DOMAIN,
+            Self::signed_bytes,
+            |r| &r.signature,
+        )
+    }
+}
+
+/// For each message, true when `key` names its signer's key and that key signed it: the
+/// signatures checked in one batch, with the verdicts of single checks.
+pub(crate) fn verify_each<'a, T>(
+    messages: &[&T],
+    key: impl Fn(&T) -> Option<&'a PublicKey>,
+    domain: &[u8],
+    signed_bytes: impl Fn(&T) -> Vec<u8>,
+    signature: impl Fn(&T) -> &Signature,
+) -> Vec<bool> {
+    let keyed: Vec<(usize, &PublicKey, Vec<u8>)> = messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| Some((i, key(m)?, signed_bytes(m))))
+        .collect();
+    let items: Vec<Signed<'_>> = keyed
+        .iter()
+        .map(|(i, key, bytes)| Signed {
+            key,
+            domain,
+            message: bytes,
+            signature: signature(messages[*i]),
+        })
+        .collect();
+    let mut valid = vec![false; messages.len()];
+    for ((i, _, _), ok) in keyed.iter().zip(verify_batch(&items)) {
+        valid[*i] = ok;
+    }
+    valid
 }
 
 /// Derives the partitions an operation touches: the application's rule, applied by the primary,
@@ -312,6 +360,17 @@ macro_rules! node_signed {
             pub fn verify(&self, key: &PublicKey) -> bool {
                 key.verify(Self::DOMAIN, &self.signed_bytes(), &self.signature)
             }
+
+            /// For each message, true when `key` names its sender's key and that key signed
+            /// it, as [`Self::verify`] would say: the signatures checked in one batch.
+            pub fn verify_many<'a>(
+                messages: &[&Self],
+                key: impl Fn(&Self) -> Option<&'a PublicKey>,
+            ) -> Vec<bool> {
+                $crate::message::verify_each(messages, key, Self::DOMAIN, Self::signed_bytes, |m| {
+                    &m.signature
+                })
+            }
         }
     };
 }
@@ -493,6 +552,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_batch_check_of_requests_says_what_single_checks_say() {
+        let key = SigningKey::from_seed([3; 32]).public_key();
+        let good: Vec<Request> = (1..=5).map(request).collect();
+        let forged = Request {
+            operation: b"forged".to_vec(),
+            ..request(6)
+        };
+        let stranger = Request {
+            client: ClientId(99),
+            ..request(7)
+        };
+        let all: Vec<&Request> = good.iter().chain([&forged, &stranger]).collect();
+        let known = |c: ClientId| (c == ClientId(3)).then_some(&key);
+        let verdicts = Request::verify_many(&all, known);
+        assert_eq!(verdicts, [true, true, true, true, true, false, false]);
+        let singles: Vec<bool> = all
+            .iter()
+            .map(|r| known(r.client).is_some_and(|k| r.verify(k)))
+            .collect();
+        assert_eq!(verdicts, singles);
+    }
+
     fn prepare() -> (Prepare, Directory) {
         let mut usig = SoftUsig::in_memory(UsigId(100), [7; 32], Epoch(1));
         let entries = vec![PrepareEntry {
@@ -597,6 +679,43 @@ mod tests {
             ..rcdb
         }
         .verify(&pk));
+    }
+
+    #[test]
+    fn node_signed_messages_checked_in_a_batch_get_the_verdicts_of_single_checks() {
+        let keys: Vec<SigningKey> = (20..24u8).map(|i| SigningKey::from_seed([i; 32])).collect();
+        let publics: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
+        let reply = |node: u8, order: u64, signer: &SigningKey| {
+            ReplyCommitDb {
+                db_node: NodeId(u32::from(node)),
+                results: vec![(order, vec![node])],
+                signature: Signature([0; 64]),
+            }
+            .sign(signer)
+        };
+        let mut altered = reply(21, 3, &keys[1]);
+        altered.results[0].1 = vec![9];
+        let replies = [
+            reply(20, 1, &keys[0]),
+            reply(21, 1, &keys[1]),
+            reply(22, 2, &keys[0]), // signed with another node's key
+            altered,
+            reply(23, 1, &keys[3]),
+            reply(99, 1, &keys[3]), // no such node
+            reply(20, 2, &keys[0]),
+        ];
+        let key = |r: &ReplyCommitDb| {
+            let i = usize::try_from(r.db_node.0).ok()?.checked_sub(20)?;
+            publics.get(i)
+        };
+        let all: Vec<&ReplyCommitDb> = replies.iter().collect();
+        let verdicts = ReplyCommitDb::verify_many(&all, key);
+        assert_eq!(verdicts, [true, true, false, false, true, false, true]);
+        let singles: Vec<bool> = replies
+            .iter()
+            .map(|r| key(r).is_some_and(|k| r.verify(k)))
+            .collect();
+        assert_eq!(verdicts, singles);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The ordering path alone, in one process and on one thread: the view's primary
 //! ([`PrimaryCore`]), one group of 2f+1 replicas ([`ReplicaCore`]) and 2f+1 database voters
 //! ([`VoterCore`] with a trivial executor), over one in-memory FIFO queue, with closed-loop
-//! clients that send pre-signed requests.
+//! clients that send pre-signed requests. A node takes the frames waiting for it in bursts of up
+//! to 64, client requests and REPLY-COMMIT-DBs first and together, as the node drivers' intake
+//! does.
 //!
 //! What is real: every message between nodes is encoded and decoded with [`Envelope`] as the
 //! node drivers do (a message to several nodes is encoded once, as `Peers::to_nodes` does);
@@ -82,7 +84,7 @@ pub struct Report {
     pub matching: BTreeMap<(ClientId, u64), usize>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Addr {
     Primary,
     Replica(usize),
@@ -90,10 +92,13 @@ enum Addr {
     Client(usize),
 }
 
+/// Frames a node's driver takes from its transport at once (crates/node's intake).
+const BURST: usize = 64;
+
 enum Event {
-    /// An encoded envelope (shared by the receivers of a broadcast, as the driver shares a
-    /// frame encoded once).
-    Frame(Addr, Rc<[u8]>),
+    /// A frame reached this node's inbox: if it is still there, the node takes it and what
+    /// followed it, up to [`BURST`] frames, as its driver does.
+    Frame(Addr),
     /// A node's USIG turn: warrant these bytes and hand the warrant to its core.
     Warrant(Addr, Vec<u8>),
 }
@@ -130,6 +135,9 @@ pub struct Harness {
     db_ids: Vec<NodeId>,
     clients: Vec<Client>,
     queue: VecDeque<Event>,
+    /// Each node's frames not taken yet: encoded envelopes, shared by the receivers of a
+    /// broadcast as the driver shares a frame encoded once.
+    inboxes: BTreeMap<Addr, VecDeque<Rc<[u8]>>>,
     report: Report,
 }
 
@@ -204,6 +212,7 @@ impl Harness {
             db_ids,
             clients,
             queue: VecDeque::new(),
+            inboxes: BTreeMap::new(),
             report: Report::default(),
             cluster,
             options,
@@ -222,7 +231,13 @@ impl Harness {
         }
         while let Some(event) = self.queue.pop_front() {
             match event {
-                Event::Frame(to, frame) => self.deliver(to, &frame),
+                Event::Frame(to) => {
+                    let inbox = self.inboxes.entry(to).or_default();
+                    let burst: Vec<Rc<[u8]>> = inbox.drain(..inbox.len().min(BURST)).collect();
+                    if !burst.is_empty() {
+                        self.deliver(to, &burst);
+                    }
+                }
                 Event::Warrant(Addr::Primary, bytes) => {
                     let ui = self.primary_usig.create_ui(&bytes).expect("soft usig");
                     let actions = self.primary.warranted(ui);
@@ -243,7 +258,8 @@ impl Harness {
     fn send(&mut self, to: impl IntoIterator<Item = Addr>, message: &Message) {
         let frame: Rc<[u8]> = Envelope::encode(message).into();
         for to in to {
-            self.queue.push_back(Event::Frame(to, frame.clone()));
+            self.inboxes.entry(to).or_default().push_back(frame.clone());
+            self.queue.push_back(Event::Frame(to));
         }
     }
 
@@ -261,24 +277,63 @@ impl Harness {
         self.send(to, &Message::Request(request));
     }
 
-    fn deliver(&mut self, to: Addr, frame: &[u8]) {
-        let Ok(message) = Envelope::decode(frame) else {
-            self.report.rejected += 1;
-            return;
-        };
-        match (to, message) {
-            (Addr::Primary, Message::Request(r)) => match self.primary.on_request(r) {
-                Ok(actions) => self.primary_actions(actions),
+    /// A burst of frames for one node: its client requests first, together (their signatures
+    /// checked in one batch), then its REPLY-COMMIT-DBs, together, then the other messages in
+    /// order, as the node's driver does.
+    fn deliver(&mut self, to: Addr, burst: &[Rc<[u8]>]) {
+        let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
+        for frame in burst {
+            match Envelope::decode(frame) {
+                Ok(Message::Request(r)) => requests.push(r),
+                Ok(Message::ReplyCommitDb(r)) => replies.push(r),
+                Ok(message) => others.push(message),
                 Err(_) => self.report.rejected += 1,
-            },
+            }
+        }
+        if !requests.is_empty() {
+            self.deliver_requests(to, requests);
+        }
+        if !replies.is_empty() {
+            if let Addr::Replica(i) = to {
+                let core = &mut self.replicas[i].core;
+                let actions = core.on_reply_commit_dbs(replies);
+                self.report.rejected += core.take_refusals().len() as u64;
+                self.replica_actions(i, actions);
+            } else {
+                self.report.unexpected += replies.len() as u64;
+            }
+        }
+        for message in others {
+            self.deliver_one(to, message);
+        }
+    }
+
+    fn deliver_requests(&mut self, to: Addr, requests: Vec<Request>) {
+        match to {
+            Addr::Primary => {
+                for result in self.primary.on_requests(requests) {
+                    match result {
+                        Ok(actions) => self.primary_actions(actions),
+                        Err(_) => self.report.rejected += 1,
+                    }
+                }
+            }
+            Addr::Replica(i) => {
+                let actions = self.replicas[i].core.on_requests(&requests);
+                self.replica_actions(i, actions);
+            }
+            _ => self.report.unexpected += requests.len() as u64,
+        }
+    }
+
+    fn deliver_one(&mut self, to: Addr, message: Message) {
+        match (to, message) {
             (Addr::Replica(i), m) => {
                 let core = &mut self.replicas[i].core;
                 let result = match m {
                     Message::Prepare(p) => core.on_proposal(Proposal::Prepare(p)),
                     Message::Commit(c) => core.on_commit(c),
                     Message::Checkpoint(c) => core.on_checkpoint(c),
-                    Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
-                    Message::Request(r) => Ok(core.on_request(&r)),
                     _ => {
                         self.report.unexpected += 1;
                         Ok(Vec::new())

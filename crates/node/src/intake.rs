@@ -1,0 +1,80 @@
+//! What a node's event loop takes from the transport: frames decoded into messages, with the
+//! client REQUESTs and the REPLY-COMMIT-DBs of a burst of frames handed over together, so that
+//! the core checks their signatures in one batch (`proto::crypto::verify_batch`: from about 8
+//! signatures on, each costs well under half a single check).
+//!
+//! The requests of a burst, then its REPLY-COMMIT-DBs, go ahead of the other messages that
+//! arrived in it. Nothing depends on that order: a signature check has the same outcome whenever
+//! it runs, a PREPARE that carries a request the replica has not seen directly is checked on its
+//! own, and a database node answers only orders the replica already decided.
+
+use crate::metrics::Metrics;
+use proto::{Message, ReplyCommitDb, Request};
+use std::collections::VecDeque;
+use tokio::sync::mpsc;
+
+/// Frames taken from the transport at once, at most: a batch check gains little beyond this,
+/// and a core should not hold other messages back for long.
+const BURST: usize = 64;
+
+/// One step of work for the event loop. (Not boxed: an item lives for one step, on the stack,
+/// and most are messages.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Item {
+    Message(Message),
+    /// The client requests of one burst, in arrival order.
+    Requests(Vec<Request>),
+    /// The REPLY-COMMIT-DBs of one burst, in arrival order.
+    ReplyCommitDbs(Vec<ReplyCommitDb>),
+}
+
+/// The decoding end of a node's inbound frames.
+#[derive(Debug)]
+pub(crate) struct Intake {
+    inbound: mpsc::Receiver<net::Inbound>,
+    frames: Vec<net::Inbound>,
+    ready: VecDeque<Item>,
+}
+
+impl Intake {
+    pub fn new(inbound: mpsc::Receiver<net::Inbound>) -> Self {
+        Intake {
+            inbound,
+            frames: Vec::with_capacity(BURST),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// The next message, or the requests or REPLY-COMMIT-DBs of the next burst; `None` once
+    /// the transport is gone. Frames that do not decode are counted (`metrics`) and skipped.
+    ///
+    /// Cancel-safe (for `select!`): the only await is the receiver's `recv_many`, and nothing
+    /// taken from it is held across an await.
+    pub async fn next(&mut self, metrics: &Metrics) -> Option<Item> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(item);
+            }
+            if self.inbound.recv_many(&mut self.frames, BURST).await == 0 {
+                return None;
+            }
+            let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
+            for inbound in self.frames.drain(..) {
+                match metrics.decode(&inbound.frame) {
+                    Some(Message::Request(request)) => requests.push(request),
+                    Some(Message::ReplyCommitDb(reply)) => replies.push(reply),
+                    Some(message) => others.push(Item::Message(message)),
+                    None => {}
+                }
+            }
+            if !requests.is_empty() {
+                self.ready.push_back(Item::Requests(requests));
+            }
+            if !replies.is_empty() {
+                self.ready.push_back(Item::ReplyCommitDbs(replies));
+            }
+            self.ready.extend(others);
+        }
+    }
+}
