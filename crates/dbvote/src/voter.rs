@@ -14,8 +14,8 @@ pub mod transfer;
 
 use proto::config::Cluster;
 use proto::{
-    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, Signature,
-    SigningKey, TableRows,
+    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, PublicKey, ReplyCommitDb,
+    Signature, SigningKey, TableRows,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -248,14 +248,48 @@ impl VoterCore {
         &mut self,
         commit_db: &CommitDb,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
-        let (cluster, start, end) = self
-            .epoch(commit_db.config_epoch)
-            .ok_or(VoterReject::WrongEpoch)?;
+        let signed = self
+            .sender_key(commit_db)
+            .is_some_and(|k| commit_db.verify(k));
+        self.on_checked_commit_db(commit_db, signed)
+    }
+
+    /// Several COMMIT-DBs, as [`VoterCore::on_commit_db`] takes one (in order, one result
+    /// each), with their signatures checked in one batch: drivers gather those of a burst of
+    /// frames. The verdicts are those of single checks.
+    pub fn on_commit_dbs(
+        &mut self,
+        commit_dbs: &[CommitDb],
+    ) -> Vec<Result<(Vec<VoterAction>, usize), VoterReject>> {
+        let all: Vec<&CommitDb> = commit_dbs.iter().collect();
+        let verdicts = CommitDb::verify_many(&all, |c| self.sender_key(c));
+        commit_dbs
+            .iter()
+            .zip(verdicts)
+            .map(|(commit_db, signed)| self.on_checked_commit_db(commit_db, signed))
+            .collect()
+    }
+
+    /// The key of the member a COMMIT-DB names, if its epoch is one this node keeps and the
+    /// member is in the group it names there.
+    fn sender_key(&self, commit_db: &CommitDb) -> Option<&PublicKey> {
+        let (cluster, _, _) = self.epoch(commit_db.config_epoch)?;
         let member = cluster
             .members(commit_db.group)
             .any(|r| r.id == commit_db.replica.0);
-        let key = cluster.node_key(commit_db.replica).filter(|_| member);
-        if !key.is_some_and(|k| commit_db.verify(k)) {
+        cluster.node_key(commit_db.replica).filter(|_| member)
+    }
+
+    /// `signed`: the COMMIT-DB's signature is its sender's, a member of the group it names.
+    fn on_checked_commit_db(
+        &mut self,
+        commit_db: &CommitDb,
+        signed: bool,
+    ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
+        let (cluster, start, end) = self
+            .epoch(commit_db.config_epoch)
+            .ok_or(VoterReject::WrongEpoch)?;
+        if !signed {
             return Err(VoterReject::NotMember);
         }
         let assigned = |e: &Execution| {
@@ -658,6 +692,37 @@ pub(super) mod tests {
         let second = members(serving)[1];
         let (actions, _) = v.on_commit_db(&commit_db(1, serving, second, &e)).unwrap();
         assert_eq!(batches(&actions), vec![vec![1]]);
+    }
+
+    /// COMMIT-DBs checked in one batch get the verdicts, votes and decisions of one-by-one
+    /// checks: forged, foreign-group and unknown-epoch ones are refused the same way.
+    #[test]
+    fn commit_dbs_in_a_burst_count_as_one_by_one() {
+        let reference = voter_of(2);
+        let cluster = reference.cluster.clone();
+        let serving = cluster.group_of(0).unwrap().0;
+        let members: Vec<u32> = cluster.members(GroupId(serving)).map(|r| r.id).collect();
+        let outsider = cluster.members(GroupId(1 - serving)).next().unwrap().id;
+        let e = [execution(1, &[(0, 1)], &[0])];
+        let e2 = [execution(2, &[(0, 2)], &[0])];
+        let mut forged = commit_db(1, serving, members[1], &e2);
+        forged.executions[0].order = 3;
+        let burst = vec![
+            commit_db(1, serving, members[0], &e),
+            forged,
+            commit_db(1, serving, outsider, &e),
+            commit_db(9, serving, members[1], &e),
+            commit_db(1, serving, members[1], &e),
+            commit_db(1, serving, members[0], &e2),
+            commit_db(1, serving, members[2], &e2),
+        ];
+        let mut one_by_one = voter_of(2);
+        let expected: Vec<_> = burst.iter().map(|c| one_by_one.on_commit_db(c)).collect();
+        let mut batched = voter_of(2);
+        let got = batched.on_commit_dbs(&burst);
+        assert_eq!(format!("{got:?}"), format!("{expected:?}"));
+        let refused: Vec<bool> = got.iter().map(Result::is_err).collect();
+        assert_eq!(refused, [false, true, true, true, false, false, false]);
     }
 
     /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the

@@ -8,13 +8,16 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
+use crate::intake::{Batches, Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
 use dbvote::Application;
-use proto::{DbCheckpoint, Message, NodeId, Signature, SigningKey, StateChunk, TableRows};
+use proto::{
+    CommitDb, DbCheckpoint, Message, NodeId, Signature, SigningKey, StateChunk, TableRows,
+};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,8 +126,13 @@ async fn run_app<A: Application>(
     let Started {
         metrics,
         mut peers,
-        mut inbound,
+        inbound,
     } = options.node.start().await?;
+    let batches = Batches {
+        commit_dbs: true,
+        ..Batches::default()
+    };
+    let mut intake = Intake::new(inbound, batches);
     let mut epochs = Epochs::new(options.node.config_path.clone(), &cluster);
     metrics.highest_order.set(progress.highest_order);
     metrics.config_epoch.set(cluster.epoch().0);
@@ -139,8 +147,16 @@ async fn run_app<A: Application>(
     loop {
         let actions = tokio::select! {
             _ = &mut shutdown => break,
-            Some(inbound) = inbound.recv() => {
-                let Some(message) = metrics.decode(&inbound.frame) else { continue };
+            Some(item) = intake.next(&metrics) => 'took: {
+                let (message, len) = match item {
+                    Item::Message(message, len) => (message, len),
+                    Item::CommitDbs(commit_dbs) => {
+                        break 'took on_commit_dbs(&mut voter, &metrics, &mut voting, &commit_dbs)
+                    }
+                    Item::Requests(_) | Item::ReplyCommitDbs(_) => {
+                        unreachable!("a database node's intake batches COMMIT-DBs only")
+                    }
+                };
                 match message {
                     Message::Configure(configure) => {
                         let node = (&peers, me, key.as_ref());
@@ -175,18 +191,12 @@ async fn run_app<A: Application>(
                     }
                     message => {
                         let arrived = Instant::now();
-                        if let Message::CommitDb(commit_db) = &message {
-                            for execution in &commit_db.executions {
-                                voting.start(execution.order, arrived);
-                            }
-                        }
-                        let len = inbound.frame.len();
                         let actions = on_message(&mut voter, &metrics, message, len);
                         metrics.stage(Stage::Handle, arrived.elapsed());
                         actions
                     }
                 }
-            }
+            },
             Some((batch, result)) = finished.recv() => match result {
                 Ok((results, took)) => {
                     Metrics::observe(&metrics.execution_seconds, took);
@@ -514,6 +524,26 @@ fn spawn_install<A: Application>(
     });
 }
 
+/// The COMMIT-DBs of one burst (their signatures checked together), each execution timed from
+/// now until it is handed to the executor.
+fn on_commit_dbs(
+    voter: &mut VoterCore,
+    metrics: &Metrics,
+    voting: &mut Timings<u64>,
+    commit_dbs: &[CommitDb],
+) -> Vec<VoterAction> {
+    let arrived = Instant::now();
+    for execution in commit_dbs.iter().flat_map(|c| &c.executions) {
+        voting.start(execution.order, arrived);
+    }
+    let mut actions = Vec::new();
+    for result in voter.on_commit_dbs(commit_dbs) {
+        actions.extend(commit_db_outcome(metrics, result));
+    }
+    metrics.stage(Stage::Handle, arrived.elapsed());
+    actions
+}
+
 fn on_message(
     voter: &mut VoterCore,
     metrics: &Metrics,
@@ -521,15 +551,9 @@ fn on_message(
     frame_len: usize,
 ) -> Vec<VoterAction> {
     let (result, what) = match message {
-        Message::CommitDb(commit_db) => match voter.on_commit_db(&commit_db) {
-            Ok((actions, malformed)) => {
-                for _ in 0..malformed {
-                    metrics.reject("malformed_execution");
-                }
-                (Ok(actions), "commit_db")
-            }
-            Err(reject) => (Err(reject), "commit_db"),
-        },
+        Message::CommitDb(commit_db) => {
+            return commit_db_outcome(metrics, voter.on_commit_db(&commit_db))
+        }
         Message::StateRequest(request) => (voter.on_state_request(&request), "state_request"),
         Message::DbCheckpoint(checkpoint) => (voter.on_db_checkpoint(&checkpoint), "db_checkpoint"),
         Message::StateChunk(chunk) => {
@@ -547,15 +571,39 @@ fn on_message(
         }
     };
     result.unwrap_or_else(|reject| {
-        metrics.reject(match (reject, what) {
-            (VoterReject::NotMember, _) => "not_member".to_owned(),
-            (VoterReject::WrongEpoch, _) => "wrong_epoch".to_owned(),
-            (VoterReject::Malformed, "commit_db") => "malformed_commit_db".to_owned(),
-            (VoterReject::Malformed, what) => format!("malformed_{what}"),
-            (VoterReject::Stale, what) => format!("stale_{what}"),
-            (VoterReject::RateLimited, what) => format!("rate_limited_{what}"),
-            (VoterReject::Oversized, what) => format!("oversized_{what}"),
-        });
+        rejected(metrics, reject, what);
         Vec::new()
     })
+}
+
+/// The actions of a COMMIT-DB the voter took (its malformed executions counted), or nothing.
+fn commit_db_outcome(
+    metrics: &Metrics,
+    result: Result<(Vec<VoterAction>, usize), VoterReject>,
+) -> Vec<VoterAction> {
+    match result {
+        Ok((actions, malformed)) => {
+            for _ in 0..malformed {
+                metrics.reject("malformed_execution");
+            }
+            actions
+        }
+        Err(reject) => {
+            rejected(metrics, reject, "commit_db");
+            Vec::new()
+        }
+    }
+}
+
+/// Counts a refused message of kind `what` by reason.
+fn rejected(metrics: &Metrics, reject: VoterReject, what: &str) {
+    metrics.reject(match (reject, what) {
+        (VoterReject::NotMember, _) => "not_member".to_owned(),
+        (VoterReject::WrongEpoch, _) => "wrong_epoch".to_owned(),
+        (VoterReject::Malformed, "commit_db") => "malformed_commit_db".to_owned(),
+        (VoterReject::Malformed, what) => format!("malformed_{what}"),
+        (VoterReject::Stale, what) => format!("stale_{what}"),
+        (VoterReject::RateLimited, what) => format!("rate_limited_{what}"),
+        (VoterReject::Oversized, what) => format!("oversized_{what}"),
+    });
 }

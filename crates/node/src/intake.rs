@@ -1,15 +1,17 @@
 //! What a node's event loop takes from the transport: frames decoded into messages, with the
-//! client REQUESTs and the REPLY-COMMIT-DBs of a burst of frames handed over together, so that
-//! the core checks their signatures in one batch (`proto::crypto::verify_batch`: from about 8
-//! signatures on, each costs well under half a single check).
+//! client REQUESTs, REPLY-COMMIT-DBs or COMMIT-DBs of a burst of frames handed over together
+//! (those its core takes in batches, [`Batches`]), so that the core checks their signatures in
+//! one batch (`proto::crypto::verify_batch`: from about 8 signatures on, each costs well under
+//! half a single check).
 //!
-//! The requests of a burst, then its REPLY-COMMIT-DBs, go ahead of the other messages that
-//! arrived in it. Nothing depends on that order: a signature check has the same outcome whenever
-//! it runs, a PREPARE that carries a request the replica has not seen directly is checked on its
-//! own, and a database node answers only orders the replica already decided.
+//! The batched messages of a burst go ahead of the other messages that arrived in it. Nothing
+//! depends on that order: a signature check has the same outcome whenever it runs, a PREPARE
+//! that carries a request the replica has not seen directly is checked on its own, a database
+//! node answers only orders the replica already decided, and COMMIT-DBs count as votes in any
+//! order.
 
 use crate::metrics::Metrics;
-use proto::{Message, ReplyCommitDb, Request};
+use proto::{CommitDb, Message, ReplyCommitDb, Request};
 use std::collections::VecDeque;
 use tokio::sync::mpsc;
 
@@ -22,31 +24,44 @@ const BURST: usize = 64;
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Item {
-    Message(Message),
+    /// A message, and the length of its frame.
+    Message(Message, usize),
     /// The client requests of one burst, in arrival order.
     Requests(Vec<Request>),
     /// The REPLY-COMMIT-DBs of one burst, in arrival order.
     ReplyCommitDbs(Vec<ReplyCommitDb>),
+    /// The COMMIT-DBs of one burst, in arrival order.
+    CommitDbs(Vec<CommitDb>),
+}
+
+/// The messages a node's core takes in batches; the others come one by one.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Batches {
+    pub requests: bool,
+    pub reply_commit_dbs: bool,
+    pub commit_dbs: bool,
 }
 
 /// The decoding end of a node's inbound frames.
 #[derive(Debug)]
 pub(crate) struct Intake {
     inbound: mpsc::Receiver<net::Inbound>,
+    batches: Batches,
     frames: Vec<net::Inbound>,
     ready: VecDeque<Item>,
 }
 
 impl Intake {
-    pub fn new(inbound: mpsc::Receiver<net::Inbound>) -> Self {
+    pub fn new(inbound: mpsc::Receiver<net::Inbound>, batches: Batches) -> Self {
         Intake {
             inbound,
+            batches,
             frames: Vec::with_capacity(BURST),
             ready: VecDeque::new(),
         }
     }
 
-    /// The next message, or the requests or REPLY-COMMIT-DBs of the next burst; `None` once
+    /// The next message, or the batched messages of one kind of the next burst; `None` once
     /// the transport is gone. Frames that do not decode are counted (`metrics`) and skipped.
     ///
     /// Cancel-safe (for `select!`): the only await is the receiver's `recv_many`, and nothing
@@ -59,12 +74,15 @@ impl Intake {
             if self.inbound.recv_many(&mut self.frames, BURST).await == 0 {
                 return None;
             }
-            let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut requests, mut replies, mut commit_dbs) = (Vec::new(), Vec::new(), Vec::new());
+            let mut others = Vec::new();
+            let batches = self.batches;
             for inbound in self.frames.drain(..) {
                 match metrics.decode(&inbound.frame) {
-                    Some(Message::Request(request)) => requests.push(request),
-                    Some(Message::ReplyCommitDb(reply)) => replies.push(reply),
-                    Some(message) => others.push(Item::Message(message)),
+                    Some(Message::Request(r)) if batches.requests => requests.push(r),
+                    Some(Message::ReplyCommitDb(r)) if batches.reply_commit_dbs => replies.push(r),
+                    Some(Message::CommitDb(c)) if batches.commit_dbs => commit_dbs.push(c),
+                    Some(message) => others.push(Item::Message(message, inbound.frame.len())),
                     None => {}
                 }
             }
@@ -73,6 +91,9 @@ impl Intake {
             }
             if !replies.is_empty() {
                 self.ready.push_back(Item::ReplyCommitDbs(replies));
+            }
+            if !commit_dbs.is_empty() {
+                self.ready.push_back(Item::CommitDbs(commit_dbs));
             }
             self.ready.extend(others);
         }

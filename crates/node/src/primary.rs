@@ -4,7 +4,7 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
-use crate::intake::{Intake, Item};
+use crate::intake::{Batches, Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
 use crate::usig::UsigWorker;
@@ -45,7 +45,11 @@ pub async fn run(
         mut peers,
         inbound,
     } = options.node.start().await?;
-    let mut intake = Intake::new(inbound);
+    let batches = Batches {
+        requests: true,
+        ..Batches::default()
+    };
+    let mut intake = Intake::new(inbound, batches);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let new_core = |cluster: &Arc<Cluster>| {
         PrimaryCore::new(
@@ -70,15 +74,12 @@ pub async fn run(
             _ = &mut shutdown => break,
             Some(item) = intake.next(&metrics) => 'took: {
                 let message = match item {
-                    Item::Message(message) => message,
+                    Item::Message(message, _) => message,
                     Item::Requests(requests) => {
                         break 'took on_requests(&mut core, &metrics, &mut arrivals, requests)
                     }
-                    Item::ReplyCommitDbs(replies) => {
-                        for _ in replies {
-                            metrics.reject("unexpected_reply_commit_db");
-                        }
-                        break 'took Vec::new()
+                    Item::ReplyCommitDbs(_) | Item::CommitDbs(_) => {
+                        unreachable!("the primary's intake batches requests only")
                     }
                 };
                 match message {

@@ -4,7 +4,7 @@
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
-use crate::intake::{Intake, Item};
+use crate::intake::{Batches, Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::page::{Admit, PageMode, PageStage};
 use crate::peers::Peers;
@@ -365,7 +365,12 @@ pub async fn run(
     } else {
         shape
     };
-    let mut intake = Intake::new(inbound);
+    let batches = Batches {
+        requests: true,
+        reply_commit_dbs: true,
+        commit_dbs: false,
+    };
+    let mut intake = Intake::new(inbound, batches);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let (mut e, mut first) = InEpoch::start(&options, cluster, &app, &key)?;
     // When each order's decision became durable, for the decision-to-reply latency.
@@ -388,7 +393,7 @@ pub async fn run(
             _ = &mut shutdown => break,
             Some(item) = intake.next(&metrics) => 'took: {
                 let message = match item {
-                    Item::Message(message) => message,
+                    Item::Message(message, _) => message,
                     Item::Requests(requests) => {
                         if let Some(f) = finishing.as_mut() {
                             f.offer_requests(&requests, &peers, &pages);
@@ -410,6 +415,7 @@ pub async fn run(
                         metrics.stage(Stage::Handle, arrived.elapsed());
                         break 'took actions
                     }
+                    Item::CommitDbs(_) => unreachable!("a replica's intake does not batch COMMIT-DBs"),
                 };
                 match message {
                     Message::Configure(configure) => {

@@ -2,8 +2,8 @@
 //! ([`PrimaryCore`]), one group of 2f+1 replicas ([`ReplicaCore`]) and 2f+1 database voters
 //! ([`VoterCore`] with a trivial executor), over one in-memory FIFO queue, with closed-loop
 //! clients that send pre-signed requests. A node takes the frames waiting for it in bursts of up
-//! to 64, client requests and REPLY-COMMIT-DBs first and together, as the node drivers' intake
-//! does.
+//! to 64, client requests, REPLY-COMMIT-DBs and COMMIT-DBs first and together, as the node
+//! drivers' intake does.
 //!
 //! What is real: every message between nodes is encoded and decoded with [`Envelope`] as the
 //! node drivers do (a message to several nodes is encoded once, as `Peers::to_nodes` does);
@@ -277,18 +277,33 @@ impl Harness {
         self.send(to, &Message::Request(request));
     }
 
-    /// A burst of frames for one node: its client requests first, together (their signatures
-    /// checked in one batch), then its REPLY-COMMIT-DBs, together, then the other messages in
-    /// order, as the node's driver does.
+    /// A burst of frames for one node: its COMMIT-DBs, client requests and REPLY-COMMIT-DBs
+    /// first, each kind together (their signatures checked in one batch), then the other
+    /// messages in order, as the node's driver does.
     fn deliver(&mut self, to: Addr, burst: &[Rc<[u8]>]) {
         let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
+        let mut commit_dbs = Vec::new();
         for frame in burst {
             match Envelope::decode(frame) {
                 Ok(Message::Request(r)) => requests.push(r),
                 Ok(Message::ReplyCommitDb(r)) => replies.push(r),
+                Ok(Message::CommitDb(c)) => commit_dbs.push(c),
                 Ok(message) => others.push(message),
                 Err(_) => self.report.rejected += 1,
             }
+        }
+        if let (Addr::Db(i), false) = (to, commit_dbs.is_empty()) {
+            for result in self.dbs[i].voter.on_commit_dbs(&commit_dbs) {
+                match result {
+                    Ok((actions, malformed)) => {
+                        self.report.rejected += malformed as u64;
+                        self.voter_actions(i, actions);
+                    }
+                    Err(_) => self.report.rejected += 1,
+                }
+            }
+        } else {
+            self.report.unexpected += commit_dbs.len() as u64;
         }
         if !requests.is_empty() {
             self.deliver_requests(to, requests);
@@ -345,13 +360,6 @@ impl Harness {
                     Err(_) => self.report.rejected += 1,
                 }
             }
-            (Addr::Db(i), Message::CommitDb(c)) => match self.dbs[i].voter.on_commit_db(&c) {
-                Ok((actions, malformed)) => {
-                    self.report.rejected += malformed as u64;
-                    self.voter_actions(i, actions);
-                }
-                Err(_) => self.report.rejected += 1,
-            },
             (Addr::Client(i), Message::Reply(reply)) => self.client_reply(i, reply),
             _ => self.report.unexpected += 1,
         }
