@@ -328,11 +328,15 @@ fn cluster_page(tab: &Tab, index: &str, dir: &Path) {
     };
     assert_eq!(rows("groups").as_deref(), Some("2"));
     assert_eq!(rows("dbnodes").as_deref(), Some("3"));
-    let members = text_of(tab, "#groups tbody tr td:nth-child(3)").unwrap_or_default();
-    assert_eq!(
-        members.matches("(m").count(),
-        3,
-        "three members on machines: {members}"
+    // Awaited, not read once: the page rewrites its tables as it updates, and an element found
+    // just before a rewrite has no text left to read.
+    wait_for(
+        tab,
+        "three members on machines in the first group's row",
+        || {
+            text_of(tab, "#groups tbody tr td:nth-child(3)")
+                .filter(|m| m.matches("(m").count() == 3)
+        },
     );
     // The forms went through some group within the last ten seconds.
     let busiest = "String(Math.max(...[...document.querySelectorAll('#groups tbody tr \
