@@ -148,8 +148,7 @@ impl OrderBook {
     /// or break partition isolation. `verified` names requests whose signature this replica
     /// has already checked (byte for byte the same request), which are not checked again: the
     /// outcome is the same, so every correct replica still derives the same book. The others
-    /// are checked in one batch, whose verdicts are those of single checks. `verified` must say
-    /// the same of a request each time it is asked during one call.
+    /// are checked in one batch, whose verdicts are those of single checks.
     pub fn order(
         &mut self,
         cluster: &Cluster,
@@ -164,16 +163,22 @@ impl OrderBook {
         let latest = Anchor::of(prepare.primary, &prepare.ui);
         self.prepares.insert(prepare.primary, latest);
         // The signatures not checked yet, in one batch (same verdicts as one by one).
+        let seen: Vec<bool> = prepare
+            .entries
+            .iter()
+            .map(|e| verified(&e.request))
+            .collect();
         let unchecked: Vec<&Request> = prepare
             .entries
             .iter()
-            .map(|e| &e.request)
-            .filter(|r| !verified(r))
+            .zip(&seen)
+            .filter(|(_, &seen)| !seen)
+            .map(|(e, _)| &e.request)
             .collect();
         let mut verdicts = Request::verify_many(&unchecked, |c| cluster.client_key(c)).into_iter();
-        for entry in &prepare.entries {
+        for (entry, seen) in prepare.entries.iter().zip(seen) {
             let request = &entry.request;
-            let signed = verified(request) || verdicts.next().unwrap_or(false);
+            let signed = seen || verdicts.next().unwrap_or(false);
             let valid = signed
                 && request.declares_truthfully(rule)
                 && !request.partitions.is_empty()
