@@ -51,9 +51,40 @@ pub(crate) const INSERT_PARTITION: &str =
 
 pub(crate) const SELECT_RESULT: &str =
     "SELECT positions, operation_sha256, result FROM cloudbft_results WHERE order_id = $1";
-pub(crate) const INSERT_RESULT: &str =
-    "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, result) \
-     VALUES ($1, $2, $3, $4)";
+/// Most results one INSERT stores (4 parameters each, far below both backends' limits).
+const MOST_RESULTS_PER_INSERT: usize = 64;
+
+/// How many of `waiting` results the next INSERT stores: a power of two, so that a
+/// connection prepares at most seven distinct statements for them.
+pub(crate) fn insert_results_rows(waiting: usize) -> usize {
+    let most = waiting.clamp(1, MOST_RESULTS_PER_INSERT);
+    1 << most.ilog2()
+}
+
+/// The INSERT of `rows` results (one of [`insert_results_rows`]'s sizes), binding order id,
+/// positions, operation hash and result for each.
+pub(crate) fn insert_results(rows: usize) -> &'static str {
+    static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let statements = STATEMENTS.get_or_init(|| {
+        (0..=MOST_RESULTS_PER_INSERT.ilog2())
+            .map(|power| {
+                let values: Vec<String> = (0..1usize << power)
+                    .map(|row| {
+                        let p = 4 * row;
+                        format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4)
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, \
+                     result) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    debug_assert!(rows.is_power_of_two() && rows <= MOST_RESULTS_PER_INSERT);
+    &statements[rows.ilog2() as usize]
+}
 pub(crate) const RESULTS_SIZE: &str = "SELECT COUNT(*), COALESCE(SUM(LENGTH(positions) + \
      LENGTH(operation_sha256) + LENGTH(result)), 0) FROM cloudbft_results";
 pub(crate) const DELETE_RESULTS_THROUGH: &str = "DELETE FROM cloudbft_results WHERE order_id <= $1";
@@ -113,5 +144,30 @@ pub(crate) fn begin_snapshot(backend: Backend) -> &'static str {
     match backend {
         Backend::Sqlite => "BEGIN",
         Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_inserted_in_powers_of_two() {
+        let sizes = |mut waiting: usize| {
+            let mut out = Vec::new();
+            while waiting > 0 {
+                let rows = insert_results_rows(waiting);
+                out.push(rows);
+                waiting -= rows;
+            }
+            out
+        };
+        assert_eq!(sizes(1), [1]);
+        assert_eq!(sizes(15), [8, 4, 2, 1]);
+        assert_eq!(sizes(64), [64]);
+        assert_eq!(sizes(130), [64, 64, 2]);
+        assert!(insert_results(1).ends_with("VALUES ($1, $2, $3, $4)"));
+        assert!(insert_results(64).ends_with("($253, $254, $255, $256)"));
+        assert_eq!(insert_results(8).matches('(').count(), 9);
     }
 }

@@ -225,6 +225,23 @@ impl TxProgress {
     }
 }
 
+/// Why a batch's transaction stopped.
+enum Failure {
+    Db(DbError),
+    /// Storing these executions' results (indices into the plans) failed: the caller rolls
+    /// back and then looks for the stored result that the INSERT collided with.
+    Store {
+        storing: Vec<usize>,
+        source: sqlx::Error,
+    },
+}
+
+impl From<DbError> for Failure {
+    fn from(e: DbError) -> Self {
+        Failure::Db(e)
+    }
+}
+
 /// How an execution relates to the current progress of its partitions.
 enum Readiness {
     Ready,
@@ -561,8 +578,40 @@ impl<A: Application> Executor<A> {
             .begin_with(bk::begin_write(self.inner.backend))
             .await
             .map_err(self.sql("beginning an execution"))?;
+        match self.run_locked(&mut tx, &plans, executions).await {
+            Ok(outcomes) => {
+                tx.commit()
+                    .await
+                    .map_err(self.sql("committing an execution"))?;
+                Ok(outcomes)
+            }
+            Err(Failure::Db(e)) => Err(e),
+            Err(Failure::Store { storing, source }) => {
+                // Most likely an order was executed at other positions: say so if one was.
+                let _ = tx.rollback().await;
+                for &i in &storing {
+                    if let Err(conflict @ DbError::Conflict { .. }) =
+                        self.stored_outcome(&mut conn, &plans[i]).await
+                    {
+                        return Err(conflict);
+                    }
+                }
+                Err((self.sql("storing the results"))(source))
+            }
+        }
+    }
+
+    /// The body of [`execute_batch`](Self::execute_batch)'s transaction: one outcome per plan,
+    /// in order; nothing is committed here.
+    async fn run_locked(
+        &self,
+        tx: &mut AnyConnection,
+        plans: &[Plan],
+        executions: &[Execution],
+    ) -> Result<Vec<Outcome>, Failure> {
         let mut outcomes = Vec::with_capacity(plans.len());
         let mut progress = TxProgress::default();
+        let mut unstored = Vec::new();
         for (plan, execution) in plans.iter().zip(executions) {
             // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
             // of the same order may have held the locks, and only statements after the lock see
@@ -572,16 +621,17 @@ impl<A: Application> Executor<A> {
             let rows = match progress.rows(plan) {
                 Some(rows) => rows,
                 None => {
-                    self.flush_progress(&mut tx, &mut progress, plan.order)
-                        .await?;
-                    let rows = self.read_progress(&mut tx, plan, true).await?;
+                    self.flush_progress(tx, &mut progress, plan.order).await?;
+                    let rows = self.read_progress(tx, plan, true).await?;
                     progress.learn(&rows);
                     rows
                 }
             };
             let locked = readiness(&rows, plan);
             if !matches!(locked, Readiness::Ready) {
-                if let Some(outcome) = self.stored_outcome(&mut tx, plan).await? {
+                self.store_results(tx, plans, &outcomes, &mut unstored)
+                    .await?;
+                if let Some(outcome) = self.stored_outcome(tx, plan).await? {
                     outcomes.push(outcome);
                     continue;
                 }
@@ -594,16 +644,16 @@ impl<A: Application> Executor<A> {
                 }
                 Readiness::Taken(reason) => {
                     warn!(order = plan.order, %reason, "conflicting execution");
-                    return Err(DbError::Conflict {
+                    return Err(Failure::Db(DbError::Conflict {
                         order: plan.order,
                         reason,
-                    });
+                    }));
                 }
             }
             let result = self
                 .inner
                 .app
-                .execute(&mut tx, &execution.operation)
+                .execute(tx, &execution.operation)
                 .await
                 .map_err(|source| DbError::Execute {
                     order: plan.order,
@@ -611,32 +661,56 @@ impl<A: Application> Executor<A> {
                     source,
                 })?;
             progress.advance(plan);
-            let stored = sqlx::query(bk::INSERT_RESULT)
-                .bind(self.signed(plan.order, plan.order, "order id")?)
-                .bind(plan.positions_bytes.as_slice())
-                .bind(plan.operation_hash.as_slice())
-                .bind(result.as_slice())
-                .execute(&mut *tx)
-                .await;
-            if let Err(source) = stored {
-                // Most likely the order was executed at other positions: say so if it was.
-                let _ = tx.rollback().await;
-                return Err(match self.stored_outcome(&mut conn, plan).await {
-                    Err(conflict @ DbError::Conflict { .. }) => conflict,
-                    _ => (self.sql("storing the result"))(source),
-                });
-            }
             debug!(order = plan.order, positions = ?plan.positions, "executed");
+            unstored.push(outcomes.len());
             outcomes.push(Outcome::Executed(result));
         }
+        self.store_results(tx, plans, &outcomes, &mut unstored)
+            .await?;
         if let Some(last) = plans.last() {
-            self.flush_progress(&mut tx, &mut progress, last.order)
-                .await?;
+            self.flush_progress(tx, &mut progress, last.order).await?;
         }
-        tx.commit()
-            .await
-            .map_err(self.sql("committing an execution"))?;
         Ok(outcomes)
+    }
+
+    /// Stores the results of the executions `unstored` names (indices into `plans` and
+    /// `outcomes`, each an [`Outcome::Executed`]) in multi-row INSERTs, and empties it. Deferred
+    /// to here, before anything reads the results table and before the commit, so that a chain
+    /// of n executions costs about log2(n) statements instead of n (each statement is a hand-off
+    /// to the database's thread and back); they stay in the executions' transaction.
+    async fn store_results(
+        &self,
+        tx: &mut AnyConnection,
+        plans: &[Plan],
+        outcomes: &[Outcome],
+        unstored: &mut Vec<usize>,
+    ) -> Result<(), Failure> {
+        let mut rest: &[usize] = unstored;
+        while !rest.is_empty() {
+            let rows = bk::insert_results_rows(rest.len());
+            let (now, later) = rest.split_at(rows);
+            let mut query = sqlx::query(bk::insert_results(rows));
+            for &i in now {
+                let plan = &plans[i];
+                let Outcome::Executed(result) = &outcomes[i] else {
+                    unreachable!("only executed orders wait to be stored")
+                };
+                query = query
+                    .bind(self.signed(plan.order, plan.order, "order id")?)
+                    .bind(plan.positions_bytes.as_slice())
+                    .bind(plan.operation_hash.as_slice())
+                    .bind(result.as_slice());
+            }
+            if let Err(source) = query.execute(&mut *tx).await {
+                return Err(Failure::Store {
+                    storing: now.to_vec(),
+                    source,
+                });
+            }
+            rest = later;
+        }
+        unstored.clear();
+        Ok(())
     }
 
     /// Writes the progress this transaction moved (one UPDATE per partition, however many

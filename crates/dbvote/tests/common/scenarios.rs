@@ -733,5 +733,27 @@ pub async fn batches_chain_and_are_atomic(kind: Kind) {
     );
     let after = exec.progress().await.unwrap();
     assert_eq!((after.last_seq(0), after.last_seq(1)), (Some(6), Some(2)));
+
+    // A repeat inside the batch sees the result the batch stored before it; a long chain is
+    // stored in several INSERTs (64 + 4 + 2 results), each result where a lookup finds it.
+    let mut long: Vec<Execution> = (0..70)
+        .map(|i| single(10 + i, 1, 3 + i, &deposit_op(1, 0, 1)))
+        .collect();
+    long.insert(5, long[2].clone());
+    let outcomes = exec.execute_batch(&long).await.unwrap();
+    let Outcome::Executed(third) = &outcomes[2] else {
+        panic!("{:?}", outcomes[2])
+    };
+    assert_eq!(outcomes[5], Outcome::AlreadyExecuted(third.clone()));
+    for (execution, outcome) in long.iter().zip(&outcomes) {
+        let stored = exec.stored_result(execution.order).await.unwrap();
+        match outcome {
+            Outcome::Executed(result) | Outcome::AlreadyExecuted(result) => {
+                assert_eq!(stored.as_ref(), Some(result))
+            }
+            other => panic!("order {}: {other:?}", execution.order),
+        }
+    }
+    assert_eq!(exec.progress().await.unwrap().last_seq(1), Some(72));
     exec.close().await;
 }
