@@ -360,8 +360,7 @@ mod tests {
     /// accept them, alone and in every batch, so correct replicas never split on them.
     #[test]
     fn a_key_with_a_torsion_component_gets_the_same_verdict_alone_and_in_a_batch() {
-        use curve25519_dalek::{constants, EdwardsPoint, Scalar};
-        use sha2::{Digest, Sha512};
+        use curve25519_dalek::constants;
         let a = Scalar::from_bytes_mod_order([3; 32]);
         let torsion = constants::EIGHT_TORSION[1];
         let public = PublicKey(
