@@ -10,8 +10,9 @@ use std::time::Duration;
 pub struct TransportConfig {
     /// Largest frame payload accepted or sent, in bytes. Inbound connections announcing more are
     /// closed before anything is allocated; outbound frames over it are refused at
-    /// [`send`](crate::Transport::send), since a peer with the same limit would reject them. At
-    /// most `u32::MAX` (the length prefix is 4 bytes).
+    /// [`send`](crate::Transport::send), since a peer with the same limit would reject them. On
+    /// authenticated links the tag comes on top ([`link::TAG_LEN`](crate::link::TAG_LEN) bytes),
+    /// so this is at most `u32::MAX` less the tag (the length prefix is 4 bytes).
     pub max_frame: usize,
     /// Frames waiting per destination while its connection is down or slow. When it is full new
     /// frames to that destination are dropped and counted: the protocol retransmits what matters,
@@ -24,7 +25,9 @@ pub struct TransportConfig {
     pub connect_backoff_min: Duration,
     /// Cap on the reconnection delay, so a peer that comes back is reached again soon.
     pub connect_backoff_max: Duration,
-    /// Upper bound on one connection attempt (a peer whose host is gone may never answer a SYN).
+    /// Upper bound on one connection attempt (a peer whose host is gone may never answer a SYN),
+    /// and on each side's wait for the other during an authenticated link's handshake (a peer
+    /// that connects and then says nothing must not hold a connection forever).
     pub connect_timeout: Duration,
     /// How long data written to a connection may stay unacknowledged before the connection is
     /// given up and re-opened (`TCP_USER_TIMEOUT`). Without it a connection across a network
@@ -53,8 +56,8 @@ impl Default for TransportConfig {
 /// A configuration the transport cannot run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// The length prefix is a `u32`, so larger frames cannot be expressed.
-    #[error("max_frame {0} exceeds the 4-byte length prefix (u32::MAX)")]
+    /// The length prefix is a `u32`, so larger frames (with a link's tag) cannot be expressed.
+    #[error("max_frame {0} exceeds the 4-byte length prefix (u32::MAX) less a link tag")]
     MaxFrameTooLarge(usize),
     /// A zero-capacity queue could never hold a frame.
     #[error("{0} must be at least 1")]
@@ -78,7 +81,8 @@ impl TransportConfig {
     /// Checks the limits; [`Transport::bind`](crate::Transport::bind) refuses an invalid
     /// configuration rather than misbehaving later.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if u32::try_from(self.max_frame).is_err() {
+        let largest = u32::MAX as usize - crate::link::TAG_LEN;
+        if u32::try_from(self.max_frame).is_err() || self.max_frame > largest {
             return Err(ConfigError::MaxFrameTooLarge(self.max_frame));
         }
         if self.queue_per_peer == 0 {
@@ -148,5 +152,15 @@ mod tests {
             bad(|c| c.max_frame = u32::MAX as usize + 1),
             ConfigError::MaxFrameTooLarge(_)
         ));
+        // Room is left for the tag of an authenticated frame.
+        assert!(matches!(
+            bad(|c| c.max_frame = u32::MAX as usize - 15),
+            ConfigError::MaxFrameTooLarge(_)
+        ));
+        let largest = TransportConfig {
+            max_frame: u32::MAX as usize - 16,
+            ..TransportConfig::default()
+        };
+        assert_eq!(largest.validate(), Ok(()));
     }
 }

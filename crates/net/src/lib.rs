@@ -2,9 +2,14 @@
 //! gateway).
 //!
 //! It carries opaque frames: callers encode protocol messages (`proto::Envelope::encode`) and
-//! decode what arrives. The protocol authenticates every message itself (signatures, unique
-//! warrants) and retransmits what matters, so the transport does no cryptography and gives
-//! best-effort, in-order delivery per destination:
+//! decode what arrives. The protocol retransmits what matters, so the transport gives
+//! best-effort, in-order delivery per destination. Most messages are authenticated by the
+//! protocol itself (signatures, unique warrants) and travel on plain connections; between nodes
+//! the transport can also authenticate the connection ([`link`], with
+//! [`Transport::bind_with_links`]): the opener proves its identity once per connection with its
+//! Ed25519 key (held by the node driver behind [`LinkKeys`]), then every frame carries a MAC,
+//! so that point-to-point messages need no signature of their own and the receiver learns the
+//! sender from [`Inbound::link`]. Frames are never encrypted.
 //!
 //! - [`Transport::send`] never blocks and never fails. Each destination has one task with a
 //!   bounded queue and one outbound connection, opened lazily, re-opened with capped exponential
@@ -20,19 +25,22 @@
 //!   async equivalents in [`frame`].
 //!
 //! Connections are one-way: a node sends on the connections it opens and receives on those it
-//! accepts. [`Inbound::from`] is therefore the sender's ephemeral source address, not the
-//! address it listens on: identify senders by the signed contents and reply to their
-//! configured address.
+//! accepts (the acceptor writes only its link handshake reply). [`Inbound::from`] is therefore
+//! the sender's ephemeral source address, not the address it listens on: identify senders by
+//! the signed contents or the authenticated [`Inbound::link`], and reply to their configured
+//! address.
 
 pub mod config;
 pub mod frame;
 mod inbound;
+pub mod link;
 pub mod metrics;
 mod outbound;
 mod stats;
 mod task;
 
 pub use config::{ConfigError, TransportConfig};
+pub use link::LinkKeys;
 pub use stats::Stats;
 
 use stats::{add, Counters};
@@ -51,8 +59,12 @@ pub struct Inbound {
     /// Source address of the TCP connection (the peer's ephemeral port, not its listen
     /// address). Informational: the protocol identifies senders by their signatures.
     pub from: SocketAddr,
-    /// The frame's payload, at most `max_frame` bytes, not yet decoded or authenticated.
+    /// The frame's payload, at most `max_frame` bytes, not yet decoded. On an authenticated
+    /// connection the link's tag has been checked and removed.
     pub frame: Vec<u8>,
+    /// The authenticated identity of the node that opened the connection ([`LinkKeys::me`] at
+    /// its end), or `None` on a plain connection, whose frames carry no proof of their sender.
+    pub link: Option<u64>,
 }
 
 /// A handle on one node's transport: a listening socket and one outbound connection per
@@ -78,6 +90,8 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     /// The inbound queue, to tell how full it is (weak: it must not keep the channel open).
     inbound: mpsc::WeakSender<Inbound>,
+    /// This node's link keys, if it authenticates connections.
+    keys: Option<Arc<dyn LinkKeys>>,
 }
 
 /// How full the transport's bounded queues are right now (for metrics): every queue between
@@ -111,6 +125,7 @@ impl Shared {
             queue,
             config: self.config.clone(),
             counters: Arc::clone(&self.counters),
+            keys: self.keys.clone(),
         };
         self.lifetime()
             .spawn(move |lifetime| outbound::run(peer, lifetime));
@@ -129,9 +144,33 @@ impl Transport {
     ///
     /// Fails if the configuration is invalid (`InvalidInput`), if called outside a tokio runtime,
     /// or if the address cannot be bound.
+    ///
+    /// This transport has no link keys: it opens plain connections only, and refuses (closes,
+    /// counting [`Stats::link_refused`]) connections that start a link handshake.
     pub async fn bind(
         listen: SocketAddr,
         config: TransportConfig,
+    ) -> io::Result<(Transport, mpsc::Receiver<Inbound>)> {
+        Self::bind_inner(listen, config, None).await
+    }
+
+    /// Like [`bind`](Transport::bind), with authenticated links ([`link`]): connections to
+    /// addresses where `keys` names a node ([`LinkKeys::identity_at`]) are authenticated as
+    /// `keys.me()`, and inbound connections that start a handshake naming `keys.me()` are
+    /// accepted when `keys` verifies the opener, their frames delivered with
+    /// [`Inbound::link`] set. Plain connections work both ways as with `bind`.
+    pub async fn bind_with_links(
+        listen: SocketAddr,
+        config: TransportConfig,
+        keys: Arc<dyn LinkKeys>,
+    ) -> io::Result<(Transport, mpsc::Receiver<Inbound>)> {
+        Self::bind_inner(listen, config, Some(keys)).await
+    }
+
+    async fn bind_inner(
+        listen: SocketAddr,
+        config: TransportConfig,
+        keys: Option<Arc<dyn LinkKeys>>,
     ) -> io::Result<(Transport, mpsc::Receiver<Inbound>)> {
         config
             .validate()
@@ -149,16 +188,20 @@ impl Transport {
             shutdown,
             inbound: deliver.downgrade(),
             config,
+            keys,
         });
         let ctx = inbound::InboundCtx {
             deliver,
             counters: Arc::clone(&shared.counters),
             max_frame: shared.config.max_frame,
+            keys: shared.keys.clone(),
+            handshake_timeout: shared.config.connect_timeout,
         };
         shared
             .lifetime()
             .spawn(move |lifetime| inbound::accept_loop(listener, ctx, lifetime));
-        tracing::info!(%local_addr, "transport listening");
+        let links = shared.keys.as_ref().map(|keys| keys.me());
+        tracing::info!(%local_addr, ?links, "transport listening");
         Ok((Transport { shared }, inbound))
     }
 

@@ -55,6 +55,8 @@ pub struct TransportMetrics {
     dropped: Gauge<u64, AtomicU64>,
     malformed: Gauge<u64, AtomicU64>,
     connect_failures: Gauge<u64, AtomicU64>,
+    links: Gauge<u64, AtomicU64>,
+    link_refused: Gauge<u64, AtomicU64>,
     queue_capacity: Gauge<u64, AtomicU64>,
     queued: Gauge<u64, AtomicU64>,
     queue_deepest: Gauge<u64, AtomicU64>,
@@ -93,6 +95,16 @@ impl TransportMetrics {
             m.connect_failures.clone(),
         );
         r.register(
+            "links",
+            "Authenticated inbound connections established",
+            m.links.clone(),
+        );
+        r.register(
+            "link_refused",
+            "Inbound connections closed by link authentication: hello or handshake refused, or a frame with a wrong tag",
+            m.link_refused.clone(),
+        );
+        r.register(
             "queue_capacity",
             "Frames each destination's outbound queue holds (more are dropped)",
             m.queue_capacity.clone(),
@@ -128,6 +140,8 @@ impl TransportMetrics {
             dropped,
             malformed,
             connect_failures,
+            links,
+            link_refused,
             ..
         } = transport.stats();
         self.frames_sent.set(frames_sent);
@@ -135,6 +149,8 @@ impl TransportMetrics {
         self.dropped.set(dropped);
         self.malformed.set(malformed);
         self.connect_failures.set(connect_failures);
+        self.links.set(links);
+        self.link_refused.set(link_refused);
         let depths = transport.queue_depths();
         let config = transport.config();
         self.queue_capacity.set(config.queue_per_peer as u64);

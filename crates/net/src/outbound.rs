@@ -1,12 +1,15 @@
-//! One task per destination: connects lazily, sends queued frames in order, reconnects with
-//! capped exponential backoff.
+//! One task per destination: connects lazily, authenticates the connection when the
+//! destination is a known node, sends queued frames in order, reconnects with capped
+//! exponential backoff.
 //!
-//! Outbound connections only carry frames away from us; the task also watches the read side so
-//! that a peer that closed (e.g. restarted) is noticed at once rather than at the next write,
-//! which TCP would accept into the dead connection's buffer and lose.
+//! Outbound connections only carry frames away from us (past the link handshake's reply); the
+//! task also watches the read side so that a peer that closed (e.g. restarted, or refused our
+//! link) is noticed at once rather than at the next write, which TCP would accept into the dead
+//! connection's buffer and lose.
 
 use crate::config::TransportConfig;
 use crate::frame;
+use crate::link::{self, LinkKeys, Sealer};
 use crate::stats::{add, Counters};
 use crate::task::Lifetime;
 use std::collections::VecDeque;
@@ -30,6 +33,8 @@ pub(crate) struct Peer {
     pub queue: mpsc::Receiver<Vec<u8>>,
     pub config: TransportConfig,
     pub counters: Arc<Counters>,
+    /// This node's link keys: connections to the nodes they name are authenticated.
+    pub keys: Option<Arc<dyn LinkKeys>>,
 }
 
 /// Runs until shutdown or until the queue's sender is gone (the transport was dropped).
@@ -57,10 +62,10 @@ pub(crate) async fn run(mut peer: Peer, mut lifetime: Lifetime) {
         }
         let connected = tokio::select! {
             _ = lifetime.stopped() => return,
-            connected = connect(peer.to, &peer.config) => connected,
+            connected = establish(&peer) => connected,
         };
         let delivered_some = match connected {
-            Ok(stream) => {
+            Ok((stream, sealer)) => {
                 let counter = if ever_connected {
                     &peer.counters.reconnects
                 } else {
@@ -70,11 +75,11 @@ pub(crate) async fn run(mut peer: Peer, mut lifetime: Lifetime) {
                 tracing::debug!(to = %peer.to, reconnect = ever_connected, "outbound connection up");
                 ever_connected = true;
                 failures_in_a_row = 0;
+                outbox.start(sealer, peer.config.max_frame);
                 match pump(stream, &mut peer, &mut outbox, &mut lifetime).await {
                     Pumped::Stop => return,
                     Pumped::Broken { error, sent_any } => {
                         tracing::debug!(to = %peer.to, %error, "outbound connection lost");
-                        outbox.rewind();
                         sent_any
                     }
                 }
@@ -101,6 +106,28 @@ pub(crate) async fn run(mut peer: Peer, mut lifetime: Lifetime) {
             }
         }
     }
+}
+
+/// Opens a connection to the peer and, when our keys name the node listening there, runs the
+/// link handshake on it (bounded by `connect_timeout` too); returns the sealer for an
+/// authenticated connection. A failed handshake counts as a failed connection attempt.
+async fn establish(peer: &Peer) -> io::Result<(TcpStream, Option<Sealer>)> {
+    let mut stream = connect(peer.to, &peer.config).await?;
+    let Some(keys) = &peer.keys else {
+        return Ok((stream, None));
+    };
+    let Some(acceptor) = keys.identity_at(peer.to) else {
+        return Ok((stream, None));
+    };
+    let handshake = link::open_link(&mut stream, keys.as_ref(), acceptor);
+    let sealer = tokio::time::timeout(peer.config.connect_timeout, handshake)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "link handshake timed out"))?
+        .map_err(|error| {
+            io::Error::other(format!("link handshake with node {acceptor}: {error}"))
+        })?;
+    tracing::trace!(to = %peer.to, acceptor, "link handshake done");
+    Ok((stream, Some(sealer)))
 }
 
 async fn connect(to: SocketAddr, config: &TransportConfig) -> io::Result<TcpStream> {
@@ -198,7 +225,8 @@ async fn pump(
 }
 
 /// Completes when the peer closes or resets the connection. Peers never write on a connection we
-/// opened, so any data is a protocol violation and also ends the connection.
+/// opened (beyond the link reply, read before this is first called), so any data is a protocol
+/// violation and also ends the connection.
 async fn peer_closed(read_half: &mut OwnedReadHalf) -> io::Error {
     let mut buf = [0u8; 64];
     match read_half.read(&mut buf).await {
@@ -214,6 +242,12 @@ async fn peer_closed(read_half: &mut OwnedReadHalf) -> io::Error {
 /// Encoded frames waiting for one connection, with their boundaries, so that after a failure
 /// the frame that was cut is resent whole on the next connection and frames already handed to
 /// the kernel are not resent (no duplicates from the transport itself).
+///
+/// Frames are encoded for the current connection: sealed with its link key and sequence
+/// numbers, or plain. A new connection has a new key and starts at sequence number 0, so
+/// [`start`](Outbox::start) re-encodes the frames not yet completely written (the payload is
+/// recovered from the encoded frame: no second copy is kept). Frames pushed between two
+/// connections are encoded for the last one and re-encoded likewise.
 #[derive(Debug, Default)]
 struct Outbox {
     /// Encoded frames: `buf[..done]` are sent, `buf[written..]` not yet written.
@@ -224,6 +258,8 @@ struct Outbox {
     written: usize,
     /// End of the last completely written frame.
     done: usize,
+    /// How `buf[done..]` is encoded: sealed by this, or plain.
+    sealer: Option<Sealer>,
 }
 
 impl Outbox {
@@ -234,7 +270,11 @@ impl Outbox {
     /// Appends one frame. Oversized frames were refused by `send`; one that slips through is
     /// dropped here rather than poisoning the stream.
     fn push(&mut self, payload: &[u8], max: usize) {
-        match frame::encode_into(&mut self.buf, payload, max) {
+        let encoded = match &mut self.sealer {
+            None => frame::encode_into(&mut self.buf, payload, max),
+            Some(sealer) => sealer.seal_frame_into(&mut self.buf, payload, max),
+        };
+        match encoded {
             Ok(()) => self.ends.push_back(self.buf.len()),
             Err(error) => tracing::warn!(%error, "dropping an oversized outbound frame"),
         }
@@ -283,9 +323,29 @@ impl Outbox {
         completed
     }
 
-    /// After a broken connection: the partly written frame starts over on the next one.
-    fn rewind(&mut self) {
+    /// A new connection, authenticated by `sealer` or plain: the frame the last connection cut
+    /// starts over, and every frame not completely written is encoded anew for this one.
+    fn start(&mut self, sealer: Option<Sealer>, max: usize) {
         self.written = self.done;
+        let old_tag = match self.sealer {
+            Some(_) => link::TAG_LEN,
+            None => 0,
+        };
+        self.sealer = sealer;
+        if old_tag == 0 && self.sealer.is_none() {
+            // Plain frames are valid on any plain connection as they are.
+            return;
+        }
+        let old = std::mem::take(&mut self.buf);
+        let ends = std::mem::take(&mut self.ends);
+        let mut start = self.done;
+        self.written = 0;
+        self.done = 0;
+        for end in ends {
+            // Our own encoding: a header, the payload, then the old tag if any.
+            self.push(&old[start + frame::HEADER_LEN..end - old_tag], max);
+            start = end;
+        }
     }
 }
 
@@ -344,7 +404,7 @@ mod tests {
         outbox.fill_from(&mut rx, 64);
         // First connection takes "aaaa" whole and 3 bytes of "bb"'s frame, then breaks.
         assert_eq!(outbox.advance(HEADER_LEN + 4 + 3), 1);
-        outbox.rewind();
+        outbox.start(None, 64);
         tx.try_send(b"d".to_vec()).unwrap();
         outbox.fill_from(&mut rx, 64);
         assert_eq!(
@@ -355,6 +415,73 @@ mod tests {
         assert_eq!(outbox.advance(all), 3);
         assert!(outbox.is_empty());
         assert!(outbox.unwritten().is_empty());
+    }
+
+    fn key(secret: &[u8]) -> link::LinkKey {
+        link::derive_key(secret, b"transcript").unwrap()
+    }
+
+    /// Opens sealed frames in order with `key`, as the receiver of a new connection does.
+    fn open_all(key: link::LinkKey, bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut unsealer = link::Unsealer::new(key);
+        frames(bytes)
+            .into_iter()
+            .map(|f| unsealer.open(f).expect("tag valid for this connection"))
+            .collect()
+    }
+
+    #[test]
+    fn frames_not_completely_written_are_sealed_anew_for_each_connection() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut outbox = Outbox::default();
+        // Queued before the first connection: encoded plain, sealed once it is up.
+        outbox.push(b"aaaa", 64);
+        outbox.start(Some(Sealer::new(key(b"one"))), 64);
+        for f in [&b"bb"[..], b"cccccc"] {
+            tx.try_send(f.to_vec()).unwrap();
+        }
+        outbox.fill_from(&mut rx, 64);
+        assert_eq!(
+            open_all(key(b"one"), outbox.unwritten()),
+            vec![b"aaaa".to_vec(), b"bb".to_vec(), b"cccccc".to_vec()]
+        );
+        // The first connection takes "aaaa" whole and part of "bb", then breaks.
+        let first = HEADER_LEN + 4 + link::TAG_LEN;
+        assert_eq!(outbox.advance(first + 3), 1);
+        // Pushed between connections.
+        tx.try_send(b"d".to_vec()).unwrap();
+        outbox.fill_from(&mut rx, 64);
+        // The next connection has another key and starts at sequence number 0: the cut frame
+        // is resent whole, and every unsent frame carries a tag valid there.
+        outbox.start(Some(Sealer::new(key(b"two"))), 64);
+        let expected = vec![b"bb".to_vec(), b"cccccc".to_vec(), b"d".to_vec()];
+        assert_eq!(open_all(key(b"two"), outbox.unwritten()), expected);
+        // A plain connection next: the same frames without tags.
+        outbox.start(None, 64);
+        assert_eq!(frames(outbox.unwritten()), expected);
+        // Frames pushed while it is up are plain too, and the batch drains completely.
+        outbox.push(b"e", 64);
+        assert_eq!(frames(outbox.unwritten()).last().unwrap(), b"e");
+        let all = outbox.unwritten().len();
+        assert_eq!(outbox.advance(all), 4);
+        assert!(outbox.is_empty());
+    }
+
+    #[test]
+    fn frames_pushed_on_an_authenticated_connection_are_sealed_in_sequence() {
+        let mut outbox = Outbox::default();
+        outbox.start(Some(Sealer::new(key(b"k"))), 8);
+        outbox.push(b"one", 8);
+        let mut written = outbox.unwritten().to_vec();
+        assert_eq!(outbox.advance(written.len()), 1);
+        outbox.push(&[0; 9], 8); // oversized: dropped, consumes no sequence number
+        outbox.push(b"two", 8);
+        outbox.push(&[7; 8], 8); // the limit applies to the payload, not payload + tag
+        written.extend_from_slice(outbox.unwritten());
+        assert_eq!(
+            open_all(key(b"k"), &written),
+            vec![b"one".to_vec(), b"two".to_vec(), vec![7; 8]]
+        );
     }
 
     #[test]

@@ -26,8 +26,16 @@ pub struct Stats {
     pub connects: u64,
     /// Later successful outbound connections to a destination whose previous one broke.
     pub reconnects: u64,
-    /// Outbound connection attempts that failed or timed out (each is followed by a backoff).
+    /// Outbound connection attempts that failed or timed out (each is followed by a backoff),
+    /// including those whose link handshake failed on our side (no valid reply in time).
     pub connect_failures: u64,
+    /// Authenticated inbound connections established: the opener proved its identity.
+    pub links: u64,
+    /// Inbound connections closed by link authentication: a hello refused (no link keys here,
+    /// another acceptor named, malformed), a handshake that failed or did not complete in time
+    /// (unknown opener, bad signature), or a data frame with a wrong tag (forged, tampered,
+    /// replayed, reordered, or recorded on another connection).
+    pub link_refused: u64,
 }
 
 /// The live counters behind [`Stats`], shared by every task of one transport.
@@ -42,6 +50,8 @@ pub(crate) struct Counters {
     pub connects: AtomicU64,
     pub reconnects: AtomicU64,
     pub connect_failures: AtomicU64,
+    pub links: AtomicU64,
+    pub link_refused: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing else.
@@ -62,6 +72,8 @@ impl Counters {
             connects: get(&self.connects),
             reconnects: get(&self.reconnects),
             connect_failures: get(&self.connect_failures),
+            links: get(&self.links),
+            link_refused: get(&self.link_refused),
         }
     }
 }

@@ -414,7 +414,7 @@ impl ClientEndpoint {
 /// requests' own tasks, so this one task only decodes and routes; it also takes the operator's
 /// new configurations, and asks the nodes for one when a REPLY names an epoch it does not know.
 async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
-    while let Some(Inbound { from, frame }) = inbound.recv().await {
+    while let Some(Inbound { from, frame, .. }) = inbound.recv().await {
         match Envelope::decode(&frame) {
             Ok(Message::Reply(reply)) => {
                 if reply.config_epoch > shared.configs.current().epoch() {

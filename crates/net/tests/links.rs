@@ -1,0 +1,478 @@
+//! Authenticated links over real TCP on 127.0.0.1: the transport's own handshakes, and
+//! handshakes driven by hand over raw sockets with the building blocks of `net::link` to play a
+//! forger, a replayer or an impostor. Node keys are real Ed25519 keys from fixed seeds. Timeouts
+//! only bound how long an expected event may take; nothing sleeps for an event it could await.
+
+use net::frame::{read_frame, write_frame};
+use net::link::{self, Ephemeral, Hello, Sealer};
+use net::metrics::{render, Registry, TransportMetrics};
+use net::{Inbound, LinkKeys, Transport, TransportConfig};
+use ring::signature::{self, Ed25519KeyPair, KeyPair};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::Receiver;
+use tokio::time::timeout;
+
+/// Upper bound for any single expected event.
+const WAIT: Duration = Duration::from_secs(10);
+/// `max_frame` of every transport here.
+const MAX: usize = 4096;
+
+fn config() -> TransportConfig {
+    TransportConfig {
+        max_frame: MAX,
+        connect_backoff_min: Duration::from_millis(5),
+        connect_backoff_max: Duration::from_millis(50),
+        ..TransportConfig::default()
+    }
+}
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Node `id`'s Ed25519 key pair (the seed is the id).
+fn key_pair(id: u64) -> Ed25519KeyPair {
+    Ed25519KeyPair::from_seed_unchecked(&[id as u8; 32]).unwrap()
+}
+
+/// The cluster's configuration as every node sees it: who the members are and where they
+/// listen (filled in as the transports bind on port 0).
+#[derive(Debug)]
+struct Cluster {
+    members: Vec<u64>,
+    addrs: Mutex<HashMap<SocketAddr, u64>>,
+}
+
+impl Cluster {
+    fn new(members: &[u64]) -> Arc<Cluster> {
+        Arc::new(Cluster {
+            members: members.to_vec(),
+            addrs: Mutex::default(),
+        })
+    }
+
+    /// Node `me`'s keys in this cluster (`me` need not be a member: an outsider).
+    fn keys(self: &Arc<Self>, me: u64) -> Arc<NodeKeys> {
+        Arc::new(NodeKeys {
+            me,
+            pair: key_pair(me),
+            cluster: Arc::clone(self),
+        })
+    }
+
+    fn listens(&self, id: u64, addr: SocketAddr) {
+        self.addrs.lock().unwrap().insert(addr, id);
+    }
+
+    /// Binds node `me` with links at `addr` and records where it listens.
+    async fn bind(self: &Arc<Self>, me: u64, addr: SocketAddr) -> (Transport, Receiver<Inbound>) {
+        let (t, rx) = Transport::bind_with_links(addr, config(), self.keys(me))
+            .await
+            .unwrap();
+        self.listens(me, t.local_addr());
+        (t, rx)
+    }
+}
+
+/// A node driver's [`LinkKeys`]: its own Ed25519 key and the cluster's public keys.
+#[derive(Debug)]
+struct NodeKeys {
+    me: u64,
+    pair: Ed25519KeyPair,
+    cluster: Arc<Cluster>,
+}
+
+impl LinkKeys for NodeKeys {
+    fn me(&self) -> u64 {
+        self.me
+    }
+
+    fn identity_at(&self, addr: SocketAddr) -> Option<u64> {
+        self.cluster.addrs.lock().unwrap().get(&addr).copied()
+    }
+
+    fn sign(&self, transcript: &[u8]) -> [u8; 64] {
+        self.pair.sign(transcript).as_ref().try_into().unwrap()
+    }
+
+    fn verify(&self, identity: u64, transcript: &[u8], sig: &[u8; 64]) -> bool {
+        self.cluster.members.contains(&identity)
+            && signature::UnparsedPublicKey::new(
+                &signature::ED25519,
+                key_pair(identity).public_key().as_ref(),
+            )
+            .verify(transcript, sig)
+            .is_ok()
+    }
+}
+
+async fn recv(rx: &mut Receiver<Inbound>) -> Inbound {
+    timeout(WAIT, rx.recv())
+        .await
+        .expect("timed out waiting for a frame")
+        .expect("inbound channel closed")
+}
+
+/// Asserts that nothing was delivered (call once the refusal is counted: a refused connection
+/// delivers nothing after it is counted).
+fn nothing_delivered(rx: &mut Receiver<Inbound>) {
+    if let Ok(inbound) = rx.try_recv() {
+        panic!("delivered {inbound:?}");
+    }
+}
+
+/// Polls a condition that has no event to await (counters), up to [`WAIT`].
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Waits until the acceptor closes `stream` (EOF or reset) without writing anything more.
+async fn expect_closed(mut stream: TcpStream) {
+    let mut buf = [0u8; 64];
+    let read = timeout(WAIT, stream.read(&mut buf))
+        .await
+        .expect("acceptor kept the connection open");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "acceptor wrote {read:?} bytes"
+    );
+}
+
+/// A frame carrying sequence number `seq`, with a length that varies with it.
+fn numbered(seq: u64) -> Vec<u8> {
+    let mut frame = seq.to_be_bytes().to_vec();
+    frame.extend((0..(seq % 97) as usize * 13).map(|i| (seq as usize + i) as u8));
+    frame
+}
+
+/// Sequence number of a [`numbered`] frame, checking its contents.
+fn seq_of(frame: &[u8]) -> u64 {
+    let seq = u64::from_be_bytes(frame[..8].try_into().unwrap());
+    assert_eq!(frame, numbered(seq), "frame {seq} corrupted");
+    seq
+}
+
+/// What an eavesdropper records of a handshake: the opener's two frames.
+struct Recorded {
+    hello: Vec<u8>,
+    auth: [u8; 64],
+}
+
+/// The opener's side of the handshake step by step (what `link::open_link` does), keeping the
+/// frames it sent.
+async fn handshake_by_hand(
+    stream: &mut TcpStream,
+    keys: &dyn LinkKeys,
+    acceptor: u64,
+) -> (Sealer, Recorded) {
+    let ephemeral = Ephemeral::generate().unwrap();
+    let hello = Hello {
+        opener: keys.me(),
+        acceptor,
+        ephemeral: ephemeral.public(),
+    }
+    .encode();
+    write_frame(stream, &hello, link::HELLO_LEN).await.unwrap();
+    let reply = read_frame(stream, link::REPLY_LEN).await.unwrap().unwrap();
+    let theirs = link::parse_reply(&reply).unwrap();
+    let transcript = link::transcript(keys.me(), acceptor, &ephemeral.public(), &theirs);
+    let key = ephemeral.agree(&theirs, &transcript).unwrap();
+    let auth = keys.sign(&transcript);
+    write_frame(stream, &auth, link::SIGNATURE_LEN)
+        .await
+        .unwrap();
+    (Sealer::new(key), Recorded { hello, auth })
+}
+
+/// Writes an already sealed frame payload (`payload ‖ tag`).
+async fn write_sealed(stream: &mut TcpStream, sealed: &[u8]) {
+    write_frame(stream, sealed, MAX + link::TAG_LEN)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authenticated_frames_arrive_in_order_with_the_openers_identity_and_plain_ones_without() {
+    const N: u64 = 500;
+    let cluster = Cluster::new(&[1, 2]);
+    let (a, _a_rx) = cluster.bind(1, any()).await;
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    let (plain, mut plain_rx) = Transport::bind(any(), config()).await.unwrap();
+
+    for seq in 0..N {
+        a.send(b.local_addr(), numbered(seq));
+    }
+    // The limit applies to the payload: the tag comes on top.
+    a.send(b.local_addr(), vec![7; MAX]);
+    a.send(b.local_addr(), vec![8; MAX + 1]);
+    for expected in 0..N {
+        let inbound = recv(&mut b_rx).await;
+        assert_eq!(inbound.link, Some(1));
+        assert_eq!(seq_of(&inbound.frame), expected);
+    }
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (vec![7; MAX], Some(1)));
+    assert_eq!(a.stats().oversized, 1);
+
+    // A sender without links reaches the same acceptor on a plain connection.
+    plain.send(b.local_addr(), b"plain".to_vec());
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (b"plain".to_vec(), None));
+    // A node with links reaches an address its keys do not name on a plain connection.
+    a.send(plain.local_addr(), b"to a client".to_vec());
+    let inbound = recv(&mut plain_rx).await;
+    assert_eq!(
+        (inbound.frame, inbound.link),
+        (b"to a client".to_vec(), None)
+    );
+
+    let s = b.stats();
+    assert_eq!((s.accepted, s.links, s.link_refused), (2, 1, 0));
+    assert_eq!((s.frames_received, s.malformed), (N + 2, 0));
+    let s = plain.stats();
+    assert_eq!((s.accepted, s.links, s.link_refused), (1, 0, 0));
+    let mut registry = Registry::default();
+    let metrics = TransportMetrics::register(&mut registry);
+    metrics.update(&b);
+    let text = render(&registry);
+    assert!(text.contains("transport_links 1\n"), "{text}");
+    assert!(text.contains("transport_link_refused 0\n"), "{text}");
+    for t in [a, b, plain] {
+        t.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_frame_with_a_wrong_tag_is_refused_and_closes_the_connection() {
+    let cluster = Cluster::new(&[1, 2]);
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
+    let mut sealer = link::open_link(&mut stream, cluster.keys(1).as_ref(), 2)
+        .await
+        .unwrap();
+    write_sealed(&mut stream, &sealer.seal(b"good")).await;
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (b"good".to_vec(), Some(1)));
+
+    let mut forged = sealer.seal(b"forged");
+    *forged.last_mut().unwrap() ^= 1;
+    write_sealed(&mut stream, &forged).await;
+    expect_closed(stream).await;
+    wait_until("the wrong tag is counted", || b.stats().link_refused == 1).await;
+    nothing_delivered(&mut b_rx);
+    let s = b.stats();
+    assert_eq!((s.links, s.frames_received), (1, 1));
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_opener_the_acceptor_does_not_know_is_refused_and_nothing_is_delivered() {
+    let cluster = Cluster::new(&[1, 2]);
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    // Node 9 has a key and knows where node 2 listens, but is not a member.
+    let (outsider, _rx) = cluster.bind(9, any()).await;
+    outsider.send(b.local_addr(), b"let me in".to_vec());
+    wait_until("the outsider is refused", || b.stats().link_refused >= 1).await;
+    nothing_delivered(&mut b_rx);
+    let s = b.stats();
+    assert_eq!((s.links, s.frames_received), (0, 0));
+
+    // By hand, to see the refusal come right after the signature.
+    let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
+    handshake_by_hand(&mut stream, cluster.keys(9).as_ref(), 2).await;
+    expect_closed(stream).await;
+    wait_until("the second refusal is counted", || {
+        b.stats().link_refused >= 2
+    })
+    .await;
+    nothing_delivered(&mut b_rx);
+    assert_eq!(b.stats().links, 0);
+    outsider.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hello_naming_another_acceptor_is_refused() {
+    // Node 3 received a hello meant for it and relays it to node 2.
+    let cluster = Cluster::new(&[1, 2, 3]);
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
+    let hello = Hello {
+        opener: 1,
+        acceptor: 3,
+        ephemeral: Ephemeral::generate().unwrap().public(),
+    };
+    write_frame(&mut stream, &hello.encode(), link::HELLO_LEN)
+        .await
+        .unwrap();
+    // Refused before any reply.
+    expect_closed(stream).await;
+    wait_until("the hello is refused", || b.stats().link_refused == 1).await;
+
+    // A malformed hello (one byte short) is refused too.
+    let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
+    let hello = Hello {
+        acceptor: 2,
+        ..hello
+    }
+    .encode();
+    write_frame(&mut stream, &hello[..link::HELLO_LEN - 1], MAX)
+        .await
+        .unwrap();
+    expect_closed(stream).await;
+    wait_until("the malformed hello is refused", || {
+        b.stats().link_refused == 2
+    })
+    .await;
+    nothing_delivered(&mut b_rx);
+    assert_eq!(b.stats().links, 0);
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn recorded_frames_and_handshakes_are_refused_when_replayed() {
+    let cluster = Cluster::new(&[1, 2]);
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    let keys = cluster.keys(1);
+
+    // Within one connection: the same sealed bytes twice.
+    let mut first = TcpStream::connect(b.local_addr()).await.unwrap();
+    let (mut sealer, recorded) = handshake_by_hand(&mut first, keys.as_ref(), 2).await;
+    let zero = sealer.seal(b"zero");
+    write_sealed(&mut first, &zero).await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"zero");
+    write_sealed(&mut first, &zero).await;
+    expect_closed(first).await;
+    wait_until("the replay is refused", || b.stats().link_refused == 1).await;
+
+    // On a new connection, the frame recorded as number 0 of the first one is refused as this
+    // connection's number 0: the acceptor's fresh ephemeral key made a new link key.
+    let mut second = TcpStream::connect(b.local_addr()).await.unwrap();
+    link::open_link(&mut second, keys.as_ref(), 2)
+        .await
+        .unwrap();
+    write_sealed(&mut second, &zero).await;
+    expect_closed(second).await;
+    wait_until("the cross-connection replay is refused", || {
+        b.stats().link_refused == 2
+    })
+    .await;
+
+    // The recorded handshake itself, replayed: the signature was over the first connection's
+    // transcript, not over one with the acceptor's new ephemeral key.
+    let mut third = TcpStream::connect(b.local_addr()).await.unwrap();
+    write_frame(&mut third, &recorded.hello, link::HELLO_LEN)
+        .await
+        .unwrap();
+    let reply = read_frame(&mut third, link::REPLY_LEN)
+        .await
+        .unwrap()
+        .unwrap();
+    link::parse_reply(&reply).unwrap();
+    write_frame(&mut third, &recorded.auth, link::SIGNATURE_LEN)
+        .await
+        .unwrap();
+    expect_closed(third).await;
+    wait_until("the replayed handshake is refused", || {
+        b.stats().link_refused == 3
+    })
+    .await;
+
+    nothing_delivered(&mut b_rx);
+    let s = b.stats();
+    assert_eq!((s.links, s.frames_received), (2, 1));
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn frames_queued_while_a_linked_peer_restarts_arrive_after_the_new_handshake() {
+    let cluster = Cluster::new(&[1, 2]);
+    let (a, _a_rx) = cluster.bind(1, any()).await;
+    let (b1, mut b1_rx) = cluster.bind(2, any()).await;
+    let b_addr = b1.local_addr();
+    for seq in 0..100 {
+        a.send(b_addr, numbered(seq));
+    }
+    for expected in 0..100 {
+        let inbound = recv(&mut b1_rx).await;
+        assert_eq!((seq_of(&inbound.frame), inbound.link), (expected, Some(1)));
+    }
+
+    b1.shutdown().await;
+    drop(b1_rx);
+    // Frames written before a notices the closure are lost with the connection; once it has
+    // noticed, its attempts fail and the frames wait in the queue.
+    let mut seq = 100;
+    let deadline = Instant::now() + WAIT;
+    while a.stats().connect_failures == 0 {
+        assert!(Instant::now() < deadline, "a never found b down");
+        a.send(b_addr, numbered(seq));
+        seq += 1;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let queued_while_down = seq;
+
+    // Node 2 comes back on the same address with a new transport: a new handshake, new link
+    // key, sequence numbers from 0 again; the frames queued meanwhile carry tags valid there.
+    let (b2, mut b2_rx) = cluster.bind(2, b_addr).await;
+    let last = queued_while_down + 100;
+    for seq in queued_while_down..last {
+        a.send(b_addr, numbered(seq));
+    }
+    let mut received = Vec::new();
+    while received.last() != Some(&(last - 1)) {
+        let inbound = recv(&mut b2_rx).await;
+        assert_eq!(inbound.link, Some(1));
+        received.push(seq_of(&inbound.frame));
+    }
+    assert!(received.windows(2).all(|w| w[0] < w[1]), "out of order");
+    assert!(received.ends_with(&(queued_while_down..last).collect::<Vec<_>>()));
+    assert_eq!(a.stats().reconnects, 1);
+    let s = b2.stats();
+    assert_eq!((s.links, s.link_refused), (1, 0));
+    a.shutdown().await;
+    b2.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hello_to_a_transport_without_links_is_refused_and_counted() {
+    let cluster = Cluster::new(&[1, 2]);
+    let (plain, mut plain_rx) = Transport::bind(any(), config()).await.unwrap();
+    // Node 1 believes node 2 listens there (a misconfiguration, or node 2 not yet upgraded).
+    cluster.listens(2, plain.local_addr());
+    let (a, _a_rx) = cluster.bind(1, any()).await;
+    a.send(plain.local_addr(), b"for node 2".to_vec());
+    wait_until("the hello is refused", || plain.stats().link_refused >= 1).await;
+    // The opener finds no reply: a failed attempt, retried with backoff.
+    wait_until("the opener counts a failed attempt", || {
+        a.stats().connect_failures >= 1
+    })
+    .await;
+
+    // By hand: closed without a reply.
+    let mut stream = TcpStream::connect(plain.local_addr()).await.unwrap();
+    let hello = Hello {
+        opener: 1,
+        acceptor: 2,
+        ephemeral: Ephemeral::generate().unwrap().public(),
+    };
+    write_frame(&mut stream, &hello.encode(), link::HELLO_LEN)
+        .await
+        .unwrap();
+    expect_closed(stream).await;
+
+    nothing_delivered(&mut plain_rx);
+    let s = plain.stats();
+    assert_eq!((s.links, s.frames_received, s.malformed), (0, 0, 0));
+    a.shutdown().await;
+    plain.shutdown().await;
+}
