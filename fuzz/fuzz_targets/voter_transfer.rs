@@ -177,10 +177,8 @@ fuzz_target!(|data: &[u8]| {
                         group: GroupId(0),
                         replica,
                         executions: vec![execution.clone()],
-                        signature: Signature([0; 64]),
-                    }
-                    .sign(&node_key(replica));
-                    if let Ok((more, _)) = voter.on_commit_db(&commit_db) {
+                    };
+                    if let Ok((more, _)) = voter.on_commit_db(replica, &commit_db) {
                         actions.extend(more);
                     }
                 }

@@ -39,6 +39,7 @@ pub fn corpus() -> Corpus {
     let mut corpus = Corpus::new();
     let envelopes: Vec<Vec<u8>> = messages.iter().map(Envelope::encode).collect();
     corpus.insert("frames", frames(&envelopes));
+    corpus.insert("link", link(&envelopes));
     corpus.insert("envelope", envelopes.clone());
     corpus.insert(
         "new_view",
@@ -291,17 +292,13 @@ impl Seeds {
                         positions: vec![(0, 1)],
                         request: self.request.clone(),
                     }],
-                    signature: Signature([0; 64]),
-                }
-                .sign(&key),
+                },
             ),
             Message::ReplyCommitDb(
                 ReplyCommitDb {
                     db_node: NodeId(11),
                     results: vec![(1, BankResult::Ok { balance_cents: 5 }.encode())],
-                    signature: Signature([0; 64]),
-                }
-                .sign(&db_key),
+                },
             ),
             Message::Reply(
                 Reply {
@@ -611,6 +608,38 @@ fn frames(envelopes: &[Vec<u8>]) -> Vec<Vec<u8>> {
     seeds.push(framed(&small));
     seeds.push(vec![8, 0, 0, 0, 0, 0, 0, 0, 3, 1, 2]); // an empty frame, then a truncated one
     seeds
+}
+
+/// A HELLO, a REPLY, and the first frames of a link sealed with the key the `link` target uses,
+/// in order and with the second one replayed.
+fn link(envelopes: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use net::link::{derive_key, reply, Hello, Sealer};
+    let hello = Hello {
+        opener: 101,
+        acceptor: 11,
+        ephemeral: [7; 32],
+    };
+    let key = derive_key(b"fuzz shared secret", b"fuzz transcript").expect("HKDF");
+    let mut sealer = Sealer::new(key);
+    let sealed: Vec<Vec<u8>> = envelopes
+        .iter()
+        .filter(|e| e.len() <= 1024)
+        .take(3)
+        .map(|e| sealer.seal(e))
+        .collect();
+    let stream = |frames: &[&Vec<u8>]| {
+        let mut out = Vec::new();
+        for f in frames {
+            wire::write_frame(&mut out, f, 4096).expect("seed fits");
+        }
+        out
+    };
+    vec![
+        hello.encode(),
+        reply(&[9; 32]),
+        stream(&sealed.iter().collect::<Vec<_>>()),
+        stream(&[&sealed[0], &sealed[1], &sealed[1]]),
+    ]
 }
 
 fn usigd_configs() -> Vec<Vec<u8>> {

@@ -142,6 +142,14 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    // COMMIT-DBs count only on authenticated links (docs/protocol.md, "Authenticated links"):
+    // every database node executed, so each has links from the replicas, whatever the fault.
+    let cluster = Cluster::load(&config).unwrap();
+    for db in &cluster.config.db_nodes {
+        let (_, args) = node_process(&config, "dbnode", db.id).expect("database node running");
+        let links = metric(&args, "transport_links").unwrap_or_default();
+        assert!(links >= 1.0, "database node {} has no links: {links}", db.id);
+    }
     // Nodes before the usigd they use.
     for node in restarted.into_iter().rev() {
         node.stop();

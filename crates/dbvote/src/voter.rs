@@ -14,8 +14,8 @@ pub mod transfer;
 
 use proto::config::Cluster;
 use proto::{
-    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, PublicKey, ReplyCommitDb,
-    Signature, SigningKey, TableRows,
+    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, SigningKey,
+    TableRows,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -240,56 +240,24 @@ impl VoterCore {
         members
     }
 
-    /// A COMMIT-DB from a group member. Returns the actions and how many of its executions were
-    /// dropped as malformed. Its executions count only for orders of its configuration epoch
-    /// and only if that epoch assigns their (first) partition to its group: votes of different
-    /// groups never add up (docs/protocol.md, "Reconfiguration").
+    /// A COMMIT-DB that arrived on the authenticated link of node `from` (COMMIT-DBs are not
+    /// signed: docs/protocol.md, "Authenticated links"). Returns the actions and how many of
+    /// its executions were dropped as malformed. It counts only if `from` is the member it
+    /// names, and its executions only for orders of its configuration epoch and only if that
+    /// epoch assigns their (first) partition to its group: votes of different groups never add
+    /// up (docs/protocol.md, "Reconfiguration").
     pub fn on_commit_db(
         &mut self,
+        from: NodeId,
         commit_db: &CommitDb,
-    ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
-        let signed = self
-            .sender_key(commit_db)
-            .is_some_and(|k| commit_db.verify(k));
-        self.on_checked_commit_db(commit_db, signed)
-    }
-
-    /// Several COMMIT-DBs, as [`VoterCore::on_commit_db`] takes one (in order, one result
-    /// each), with their signatures checked in one batch: drivers gather those of a burst of
-    /// frames. The verdicts are those of single checks.
-    pub fn on_commit_dbs(
-        &mut self,
-        commit_dbs: &[CommitDb],
-    ) -> Vec<Result<(Vec<VoterAction>, usize), VoterReject>> {
-        let all: Vec<&CommitDb> = commit_dbs.iter().collect();
-        let verdicts = CommitDb::verify_many(&all, |c| self.sender_key(c));
-        commit_dbs
-            .iter()
-            .zip(verdicts)
-            .map(|(commit_db, signed)| self.on_checked_commit_db(commit_db, signed))
-            .collect()
-    }
-
-    /// The key of the member a COMMIT-DB names, if its epoch is one this node keeps and the
-    /// member is in the group it names there.
-    fn sender_key(&self, commit_db: &CommitDb) -> Option<&PublicKey> {
-        let (cluster, _, _) = self.epoch(commit_db.config_epoch)?;
-        let member = cluster
-            .members(commit_db.group)
-            .any(|r| r.id == commit_db.replica.0);
-        cluster.node_key(commit_db.replica).filter(|_| member)
-    }
-
-    /// `signed`: the COMMIT-DB's signature is its sender's, a member of the group it names.
-    fn on_checked_commit_db(
-        &mut self,
-        commit_db: &CommitDb,
-        signed: bool,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
         let (cluster, start, end) = self
             .epoch(commit_db.config_epoch)
             .ok_or(VoterReject::WrongEpoch)?;
-        if !signed {
+        let member = cluster
+            .members(commit_db.group)
+            .any(|r| r.id == commit_db.replica.0);
+        if from != commit_db.replica || !member {
             return Err(VoterReject::NotMember);
         }
         let assigned = |e: &Execution| {
@@ -371,9 +339,7 @@ impl VoterCore {
         let reply = ReplyCommitDb {
             db_node: self.me,
             results,
-            signature: Signature([0; 64]),
-        }
-        .sign(&self.key);
+        };
         VoterAction::Reply { group, reply }
     }
 
@@ -383,8 +349,8 @@ impl VoterCore {
     }
 
     /// The executor ran (or looked up) a batch: each order with its result. The results for
-    /// one group go out in one signed REPLY-COMMIT-DB, so a batch of n costs this node one
-    /// signature and each member one check instead of n.
+    /// one group go out in one REPLY-COMMIT-DB, so a batch of n costs one message per member
+    /// instead of n.
     pub fn executed_all(&mut self, results: Vec<(u64, Vec<u8>)>) -> Vec<VoterAction> {
         let mut replies: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         for (order, result) in results {
@@ -559,10 +525,8 @@ pub(super) mod tests {
                 group: GroupId(0),
                 replica: NodeId(replica),
                 executions: executions.to_vec(),
-                signature: Signature([0; 64]),
-            }
-            .sign(&node_key(NodeId(replica)));
-            let (more, malformed) = voter.on_commit_db(&commit_db).unwrap();
+            };
+            let (more, malformed) = voter.on_commit_db(commit_db.replica, &commit_db).unwrap();
             assert_eq!(malformed, 0);
             actions.extend(more);
         }
@@ -591,16 +555,22 @@ pub(super) mod tests {
             .collect()
     }
 
-    /// A COMMIT-DB of `group`'s members `replicas`, of configuration epoch `epoch`.
+    /// A COMMIT-DB of `group`'s member `replica`, of configuration epoch `epoch`.
     fn commit_db(epoch: u64, group: u32, replica: u32, executions: &[Execution]) -> CommitDb {
         CommitDb {
             config_epoch: proto::ConfigEpoch(epoch),
             group: GroupId(group),
             replica: NodeId(replica),
             executions: executions.to_vec(),
-            signature: Signature([0; 64]),
         }
-        .sign(&node_key(NodeId(replica)))
+    }
+
+    /// `commit_db` as it arrives on the link of the member it names.
+    fn linked(
+        v: &mut VoterCore,
+        commit_db: &CommitDb,
+    ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
+        v.on_commit_db(commit_db.replica, commit_db)
     }
 
     fn progress(executed_through: u64, highest_order: u64, above: &[u64]) -> crate::Progress {
@@ -681,48 +651,53 @@ pub(super) mod tests {
         let members = |g: u32| -> Vec<u32> { cluster.members(GroupId(g)).map(|r| r.id).collect() };
         let e = [execution(1, &[(0, 1)], &[0])];
         for replica in members(other) {
-            let (actions, malformed) = v.on_commit_db(&commit_db(1, other, replica, &e)).unwrap();
+            let (actions, malformed) = linked(&mut v, &commit_db(1, other, replica, &e)).unwrap();
             assert!(actions.is_empty());
             assert_eq!(malformed, 1);
         }
         // One vote of the serving group is not f+1 either.
         let first = members(serving)[0];
-        let (actions, _) = v.on_commit_db(&commit_db(1, serving, first, &e)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(1, serving, first, &e)).unwrap();
         assert!(batches(&actions).is_empty());
         let second = members(serving)[1];
-        let (actions, _) = v.on_commit_db(&commit_db(1, serving, second, &e)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(1, serving, second, &e)).unwrap();
         assert_eq!(batches(&actions), vec![vec![1]]);
     }
 
-    /// COMMIT-DBs checked in one batch get the verdicts, votes and decisions of one-by-one
-    /// checks: forged, foreign-group and unknown-epoch ones are refused the same way.
+    /// A COMMIT-DB counts only from the link of the member it names: one that another member,
+    /// a member of another group or a node outside the cluster sends in a member's name is
+    /// refused and is no vote of that member; an unknown epoch is refused too.
     #[test]
-    fn commit_dbs_in_a_burst_count_as_one_by_one() {
-        let reference = voter_of(2);
-        let cluster = reference.cluster.clone();
+    fn a_commit_db_counts_only_from_the_link_of_the_member_it_names() {
+        let mut v = voter_of(2);
+        let cluster = v.cluster.clone();
         let serving = cluster.group_of(0).unwrap().0;
         let members: Vec<u32> = cluster.members(GroupId(serving)).map(|r| r.id).collect();
         let outsider = cluster.members(GroupId(1 - serving)).next().unwrap().id;
         let e = [execution(1, &[(0, 1)], &[0])];
-        let e2 = [execution(2, &[(0, 2)], &[0])];
-        let mut forged = commit_db(1, serving, members[1], &e2);
-        forged.executions[0].order = 3;
-        let burst = vec![
-            commit_db(1, serving, members[0], &e),
-            forged,
-            commit_db(1, serving, outsider, &e),
-            commit_db(9, serving, members[1], &e),
-            commit_db(1, serving, members[1], &e),
-            commit_db(1, serving, members[0], &e2),
-            commit_db(1, serving, members[2], &e2),
-        ];
-        let mut one_by_one = voter_of(2);
-        let expected: Vec<_> = burst.iter().map(|c| one_by_one.on_commit_db(c)).collect();
-        let mut batched = voter_of(2);
-        let got = batched.on_commit_dbs(&burst);
-        assert_eq!(format!("{got:?}"), format!("{expected:?}"));
-        let refused: Vec<bool> = got.iter().map(Result::is_err).collect();
-        assert_eq!(refused, [false, true, true, true, false, false, false]);
+        let from = |v: &mut VoterCore, link: u32, c: &CommitDb| v.on_commit_db(NodeId(link), c);
+        let first = commit_db(1, serving, members[0], &e);
+        assert!(batches(&from(&mut v, members[0], &first).unwrap().0).is_empty());
+        let in_second_name = commit_db(1, serving, members[1], &e);
+        for link in [members[0], members[2], outsider, 999] {
+            assert_eq!(
+                from(&mut v, link, &in_second_name).unwrap_err(),
+                VoterReject::NotMember
+            );
+        }
+        let outsiders = commit_db(1, serving, outsider, &e);
+        assert_eq!(
+            from(&mut v, outsider, &outsiders).unwrap_err(),
+            VoterReject::NotMember
+        );
+        let unknown_epoch = commit_db(9, serving, members[1], &e);
+        assert_eq!(
+            from(&mut v, members[1], &unknown_epoch).unwrap_err(),
+            VoterReject::WrongEpoch
+        );
+        // None of those was a second vote: the second member's own COMMIT-DB decides.
+        let (actions, _) = from(&mut v, members[1], &in_second_name).unwrap();
+        assert_eq!(batches(&actions), vec![vec![1]]);
     }
 
     /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the
@@ -738,7 +713,7 @@ pub(super) mod tests {
             let mut decided = Vec::new();
             let mut malformed = 0;
             for replica in [101, 102] {
-                let (actions, m) = v.on_commit_db(&commit_db(epoch, 0, replica, e)).unwrap();
+                let (actions, m) = linked(v, &commit_db(epoch, 0, replica, e)).unwrap();
                 decided.extend(batches(&actions));
                 malformed += m;
             }
@@ -752,7 +727,7 @@ pub(super) mod tests {
         assert_eq!(vote(&mut v, 2, &first), (vec![], 2));
         assert_eq!(vote(&mut v, 1, &first), (vec![vec![1]], 0));
         assert_eq!(
-            v.on_commit_db(&commit_db(3, 0, 101, &third)).unwrap_err(),
+            linked(&mut v, &commit_db(3, 0, 101, &third)).unwrap_err(),
             VoterReject::WrongEpoch
         );
     }
@@ -776,27 +751,27 @@ pub(super) mod tests {
         let first = [execution(1, &[(0, 1)], &[0])];
         let second = [execution(2, &[(0, 2)], &[0])];
         assert_eq!(
-            v.on_commit_db(&commit_db(2, 0, 103, &second)).unwrap_err(),
+            linked(&mut v, &commit_db(2, 0, 103, &second)).unwrap_err(),
             VoterReject::NotMember,
             "103 is not a member in epoch 2"
         );
         assert_eq!(
-            v.on_commit_db(&commit_db(1, 0, 104, &first)).unwrap_err(),
+            linked(&mut v, &commit_db(1, 0, 104, &first)).unwrap_err(),
             VoterReject::NotMember,
             "104 was not a member in epoch 1"
         );
-        let (actions, _) = v.on_commit_db(&commit_db(1, 0, 103, &first)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &first)).unwrap();
         assert!(batches(&actions).is_empty());
-        let (actions, _) = v.on_commit_db(&commit_db(1, 0, 101, &first)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 101, &first)).unwrap();
         assert_eq!(
             batches(&actions),
             vec![vec![1]],
             "103 and 101 decide epoch 1's order"
         );
         v.executed(1, Vec::new());
-        let (actions, _) = v.on_commit_db(&commit_db(2, 0, 104, &second)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(2, 0, 104, &second)).unwrap();
         assert!(batches(&actions).is_empty());
-        let (actions, _) = v.on_commit_db(&commit_db(2, 0, 102, &second)).unwrap();
+        let (actions, _) = linked(&mut v, &commit_db(2, 0, 102, &second)).unwrap();
         assert_eq!(
             batches(&actions),
             vec![vec![2]],
@@ -818,7 +793,7 @@ pub(super) mod tests {
         let cluster = v.cluster.clone();
         assert_eq!(cluster.group_of(0), Some(GroupId(0)));
         let forged = [execution(1, &[(0, 1)], &[0])];
-        let (actions, malformed) = v.on_commit_db(&commit_db(1, 0, 103, &forged)).unwrap();
+        let (actions, malformed) = linked(&mut v, &commit_db(1, 0, 103, &forged)).unwrap();
         assert!(batches(&actions).is_empty() && malformed == 0);
         let mut next = cluster.config.clone();
         next.config_epoch = 2;
@@ -826,7 +801,7 @@ pub(super) mod tests {
             g.partitions = vec![1 - g.id];
         }
         v.reconfigure(Arc::new(Cluster::new(next).unwrap()));
-        let (actions, malformed) = v.on_commit_db(&commit_db(2, 1, 203, &forged)).unwrap();
+        let (actions, malformed) = linked(&mut v, &commit_db(2, 1, 203, &forged)).unwrap();
         assert_eq!(malformed, 0, "group 1 serves partition 0 in epoch 2");
         assert!(batches(&actions).is_empty(), "{actions:?}");
         // What epoch 2 decided at order 1 executes.
@@ -836,7 +811,7 @@ pub(super) mod tests {
         }];
         let mut executed = Vec::new();
         for replica in [201, 202] {
-            let (actions, _) = v.on_commit_db(&commit_db(2, 1, replica, &decided)).unwrap();
+            let (actions, _) = linked(&mut v, &commit_db(2, 1, replica, &decided)).unwrap();
             executed.extend(actions.into_iter().filter_map(|a| match a {
                 VoterAction::Execute(batch) => Some(batch),
                 _ => None,
@@ -911,7 +886,7 @@ pub(super) mod tests {
             replies[0].results,
             vec![(1, b"a".to_vec()), (2, b"b".to_vec())]
         );
-        assert!(replies[0].verify(&node_key(NodeId(11)).public_key()));
+        assert_eq!(replies[0].db_node, NodeId(11));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
     EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare,
-    Proposal, PublicKey, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
-    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey,
+    View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -106,6 +106,9 @@ pub enum Reject {
     NotMember,
     /// A node-signed message whose signature does not verify, or from an unknown node.
     BadSignature,
+    /// A message authenticated by its link (REPLY-COMMIT-DB) that names another sender than
+    /// the node whose link it came on, or that no database node sent.
+    WrongLink,
     /// The warrant does not verify or is out of order (replay, equivocation, gap too large).
     Warrant(VerifyError),
     /// A NEW-VIEW that is not valid (crate::view::Invalid says why).
@@ -1433,42 +1436,42 @@ impl ReplicaCore {
             group: self.group,
             replica: self.me,
             executions,
-            signature: Signature([0; 64]),
         }
-        .sign(&self.key)
     }
 
-    /// Results from a database node.
-    pub fn on_reply_commit_db(&mut self, reply: ReplyCommitDb) -> Result<Vec<Action>, Reject> {
-        if !self.db_key(reply.db_node).is_some_and(|k| reply.verify(k)) {
-            return Err(Reject::BadSignature);
+    /// Results from a database node, arrived on the authenticated link of node `from`
+    /// (REPLY-COMMIT-DBs are not signed: docs/protocol.md, "Authenticated links").
+    pub fn on_reply_commit_db(
+        &mut self,
+        from: NodeId,
+        reply: ReplyCommitDb,
+    ) -> Result<Vec<Action>, Reject> {
+        if !self.sent_by_db_node(from, &reply) {
+            return Err(Reject::WrongLink);
         }
         let pages = self.count_results(reply);
         Ok(self.answer(pages))
     }
 
-    /// Several REPLY-COMMIT-DBs, as [`ReplicaCore::on_reply_commit_db`] takes one, with their
-    /// signatures checked in one batch (drivers gather those of a burst of frames; the verdicts
-    /// are those of single checks) and the pages they complete signed together. Those with a
-    /// bad signature are refused (see [`ReplicaCore::take_refusals`]).
-    pub fn on_reply_commit_dbs(&mut self, replies: Vec<ReplyCommitDb>) -> Vec<Action> {
-        let all: Vec<&ReplyCommitDb> = replies.iter().collect();
-        let verdicts = ReplyCommitDb::verify_many(&all, |r| self.db_key(r.db_node));
+    /// Several REPLY-COMMIT-DBs with the links they came on, as
+    /// [`ReplicaCore::on_reply_commit_db`] takes one, and the pages they complete signed
+    /// together (drivers gather those of a burst of frames). Those that name another sender
+    /// than their link are refused (see [`ReplicaCore::take_refusals`]).
+    pub fn on_reply_commit_dbs(&mut self, replies: Vec<(NodeId, ReplyCommitDb)>) -> Vec<Action> {
         let mut pages = Vec::new();
-        for (reply, signed) in replies.into_iter().zip(verdicts) {
-            if signed {
+        for (from, reply) in replies {
+            if self.sent_by_db_node(from, &reply) {
                 pages.extend(self.count_results(reply));
             } else {
-                self.refusals.push(Reject::BadSignature);
+                self.refusals.push(Reject::WrongLink);
             }
         }
         self.answer(pages)
     }
 
-    /// The key of database node `node`, if it is one.
-    fn db_key(&self, node: NodeId) -> Option<&PublicKey> {
-        let is_db = self.cluster.config.db_nodes.iter().any(|d| d.id == node.0);
-        self.cluster.node_key(node).filter(|_| is_db)
+    /// True when `reply` names the node whose link it came on, and that node is a database node.
+    fn sent_by_db_node(&self, from: NodeId, reply: &ReplyCommitDb) -> bool {
+        from == reply.db_node && self.cluster.config.db_nodes.iter().any(|d| d.id == from.0)
     }
 
     /// Counts a database node's results; returns the requests and results of the pages that

@@ -64,7 +64,7 @@ pub fn sent(state: &State, r: usize, view1: bool) -> Vec<CommitDb> {
 
 /// The executions some correct database node can perform: `(order, request)` that f+1 members
 /// of one group sent. Each group's Byzantine member is counted as sending whatever helps (a
-/// COMMIT-DB is only signed, not warranted). Database nodes are all correct and have no view,
+/// COMMIT-DB is only authenticated by its link, not warranted). Database nodes are all correct and have no view,
 /// and the network may hold any of them back until any single execution is available, so
 /// "some correct node executes X" is exactly "X is in this set", and two executions in it can be
 /// performed by one node or by two different nodes (the properties need at most two of the

@@ -524,21 +524,24 @@ fn spawn_install<A: Application>(
     });
 }
 
-/// The COMMIT-DBs of one burst (their signatures checked together), each execution timed from
-/// now until it is handed to the executor.
+/// The COMMIT-DBs of one burst with the links they came on, each execution timed from now
+/// until it is handed to the executor.
 fn on_commit_dbs(
     voter: &mut VoterCore,
     metrics: &Metrics,
     voting: &mut Timings<u64>,
-    commit_dbs: &[CommitDb],
+    commit_dbs: &[(NodeId, CommitDb)],
 ) -> Vec<VoterAction> {
     let arrived = Instant::now();
-    for execution in commit_dbs.iter().flat_map(|c| &c.executions) {
+    for execution in commit_dbs.iter().flat_map(|(_, c)| &c.executions) {
         voting.start(execution.order, arrived);
     }
     let mut actions = Vec::new();
-    for result in voter.on_commit_dbs(commit_dbs) {
-        actions.extend(commit_db_outcome(metrics, result));
+    for (from, commit_db) in commit_dbs {
+        actions.extend(commit_db_outcome(
+            metrics,
+            voter.on_commit_db(*from, commit_db),
+        ));
     }
     metrics.stage(Stage::Handle, arrived.elapsed());
     actions
@@ -551,9 +554,6 @@ fn on_message(
     frame_len: usize,
 ) -> Vec<VoterAction> {
     let (result, what) = match message {
-        Message::CommitDb(commit_db) => {
-            return commit_db_outcome(metrics, voter.on_commit_db(&commit_db))
-        }
         Message::StateRequest(request) => (voter.on_state_request(&request), "state_request"),
         Message::DbCheckpoint(checkpoint) => (voter.on_db_checkpoint(&checkpoint), "db_checkpoint"),
         Message::StateChunk(chunk) => {

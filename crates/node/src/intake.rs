@@ -1,8 +1,12 @@
 //! What a node's event loop takes from the transport: frames decoded into messages, with the
 //! client REQUESTs, REPLY-COMMIT-DBs or COMMIT-DBs of a burst of frames handed over together
-//! (those its core takes in batches, [`Batches`]), so that the core checks their signatures in
+//! (those its core takes in batches, [`Batches`]): the core checks the requests' signatures in
 //! one batch (`proto::crypto::verify_batch`: from about 8 signatures on, each costs well under
-//! half a single check).
+//! half a single check), and signs the REPLYs that a burst of results completes together.
+//!
+//! REPLY-COMMIT-DBs and COMMIT-DBs are not signed: they count only with the node whose
+//! authenticated link they came on (`net::Inbound::link`), which goes with each of them to the
+//! core. One that came on a plain connection is counted (`unlinked_…`) and dropped.
 //!
 //! The batched messages of a burst go ahead of the other messages that arrived in it. Nothing
 //! depends on that order: a signature check has the same outcome whenever it runs, a PREPARE
@@ -11,7 +15,7 @@
 //! order.
 
 use crate::metrics::Metrics;
-use proto::{CommitDb, Message, ReplyCommitDb, Request};
+use proto::{CommitDb, Message, NodeId, ReplyCommitDb, Request};
 use std::collections::VecDeque;
 use tokio::sync::mpsc;
 
@@ -28,10 +32,11 @@ pub(crate) enum Item {
     Message(Message, usize),
     /// The client requests of one burst, in arrival order.
     Requests(Vec<Request>),
-    /// The REPLY-COMMIT-DBs of one burst, in arrival order.
-    ReplyCommitDbs(Vec<ReplyCommitDb>),
-    /// The COMMIT-DBs of one burst, in arrival order.
-    CommitDbs(Vec<CommitDb>),
+    /// The REPLY-COMMIT-DBs of one burst, in arrival order, each with the node whose link it
+    /// came on.
+    ReplyCommitDbs(Vec<(NodeId, ReplyCommitDb)>),
+    /// The COMMIT-DBs of one burst, in arrival order, each with the node whose link it came on.
+    CommitDbs(Vec<(NodeId, CommitDb)>),
 }
 
 /// The messages a node's core takes in batches; the others come one by one.
@@ -78,12 +83,26 @@ impl Intake {
             let mut others = Vec::new();
             let batches = self.batches;
             for inbound in self.frames.drain(..) {
-                match metrics.decode(&inbound.frame) {
-                    Some(Message::Request(r)) if batches.requests => requests.push(r),
-                    Some(Message::ReplyCommitDb(r)) if batches.reply_commit_dbs => replies.push(r),
-                    Some(Message::CommitDb(c)) if batches.commit_dbs => commit_dbs.push(c),
-                    Some(message) => others.push(Item::Message(message, inbound.frame.len())),
-                    None => {}
+                let link = inbound
+                    .link
+                    .and_then(|id| u32::try_from(id).ok())
+                    .map(NodeId);
+                match (metrics.decode(&inbound.frame), link) {
+                    (Some(Message::Request(r)), _) if batches.requests => requests.push(r),
+                    (Some(Message::ReplyCommitDb(r)), Some(from)) if batches.reply_commit_dbs => {
+                        replies.push((from, r))
+                    }
+                    (Some(Message::CommitDb(c)), Some(from)) if batches.commit_dbs => {
+                        commit_dbs.push((from, c))
+                    }
+                    (Some(Message::ReplyCommitDb(_)), None) if batches.reply_commit_dbs => {
+                        metrics.reject("unlinked_reply_commit_db")
+                    }
+                    (Some(Message::CommitDb(_)), None) if batches.commit_dbs => {
+                        metrics.reject("unlinked_commit_db")
+                    }
+                    (Some(message), _) => others.push(Item::Message(message, inbound.frame.len())),
+                    (None, _) => {}
                 }
             }
             if !requests.is_empty() {

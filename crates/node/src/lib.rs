@@ -19,6 +19,7 @@ pub mod app;
 pub mod dbnode;
 pub mod epoch;
 mod intake;
+mod links;
 pub mod metrics;
 pub mod page;
 pub mod peers;
@@ -87,7 +88,7 @@ impl NodeOptions {
         let mut registry = net::metrics::Registry::default();
         let metrics = metrics::Metrics::register(&mut registry);
         metrics::serve(self.metrics, registry).await?;
-        let (peers, inbound) = peers::Peers::bind(&self.cluster, self.id).await?;
+        let (peers, inbound) = peers::Peers::bind(&self.cluster, self.id, self.key()?).await?;
         Ok(Started {
             metrics,
             peers,

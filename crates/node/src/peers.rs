@@ -1,17 +1,21 @@
 //! Addresses from the cluster configuration, parsed once, and the node's transport.
 
+use crate::links::Links;
 use crate::NodeError;
 use net::{Inbound, Transport, TransportConfig};
 use proto::config::Cluster;
-use proto::{ClientId, Envelope, Message, NodeId};
-use std::collections::BTreeMap;
+use proto::{ClientId, Envelope, Message, NodeId, SigningKey};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Where every node and client of the cluster listens, and the transport to reach them.
+/// Where every node and client of the cluster listens, and the transport to reach them
+/// (authenticated links to and from nodes, plain connections to clients).
 #[derive(Clone)]
 pub struct Peers {
     transport: Transport,
+    links: Arc<Links>,
     nodes: BTreeMap<NodeId, SocketAddr>,
     clients: BTreeMap<ClientId, SocketAddr>,
 }
@@ -48,23 +52,33 @@ fn addresses(cluster: &Cluster) -> Result<Addresses, NodeError> {
     Ok((nodes, clients))
 }
 
+/// Who listens at each node address.
+fn by_address(nodes: &BTreeMap<NodeId, SocketAddr>) -> HashMap<SocketAddr, NodeId> {
+    nodes.iter().map(|(&node, &addr)| (addr, node)).collect()
+}
+
 impl Peers {
-    /// Parses every address and binds `me`'s listen address.
+    /// Parses every address and binds `me`'s listen address, for authenticated links with
+    /// `key` (`me`'s configured key).
     pub async fn bind(
         cluster: &Cluster,
         me: NodeId,
+        key: SigningKey,
     ) -> Result<(Peers, mpsc::Receiver<Inbound>), NodeError> {
         let (nodes, clients) = addresses(cluster)?;
         let listen = *nodes.get(&me).ok_or(NodeError::UnknownNode(me.0))?;
-        let (transport, inbound) = Transport::bind(listen, TransportConfig::default())
-            .await
-            .map_err(|source| NodeError::Bind {
-                addr: listen.to_string(),
-                source,
-            })?;
+        let links = Arc::new(Links::new(me, key, &by_address(&nodes), cluster));
+        let (transport, inbound) =
+            Transport::bind_with_links(listen, TransportConfig::default(), links.clone())
+                .await
+                .map_err(|source| NodeError::Bind {
+                    addr: listen.to_string(),
+                    source,
+                })?;
         Ok((
             Peers {
                 transport,
+                links,
                 nodes,
                 clients,
             },
@@ -117,6 +131,7 @@ impl Peers {
     /// closed epoch's work (database nodes answer their COMMIT-DBs) before they stop.
     pub fn update(&mut self, cluster: &Cluster) -> Result<(), NodeError> {
         let (nodes, clients) = addresses(cluster)?;
+        self.links.learn(&by_address(&nodes), cluster);
         self.nodes.extend(nodes);
         self.clients = clients;
         Ok(())

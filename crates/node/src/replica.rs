@@ -247,7 +247,12 @@ impl Finishing {
     }
 
     /// Results go to it too.
-    fn offer_results(&mut self, replies: &[ReplyCommitDb], peers: &Peers, pages: &PageStage) {
+    fn offer_results(
+        &mut self,
+        replies: &[(NodeId, ReplyCommitDb)],
+        peers: &Peers,
+        pages: &PageStage,
+    ) {
         let actions = self.core.on_reply_commit_dbs(replies.to_vec());
         self.core.take_refusals();
         self.send(actions, peers, pages);
@@ -719,6 +724,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::WrongEpoch => "wrong_epoch",
         Reject::NotMember => "not_member",
         Reject::BadSignature => "bad_signature",
+        Reject::WrongLink => "wrong_link",
         // Answers to our own fetches, and PREPAREs carried again by COMMITs: harmless.
         Reject::Warrant(usig::VerifyError::Replay { .. }) => "duplicate_warrant",
         Reject::Warrant(_) => "bad_warrant",
@@ -742,7 +748,6 @@ fn on_message(
         Message::ViewChange(vc) => core.on_view_change(vc),
         Message::ReqViewChange(r) => core.on_req_view_change(&r),
         Message::Checkpoint(c) => core.on_checkpoint(c),
-        Message::ReplyCommitDb(r) => core.on_reply_commit_db(r),
         Message::Request(r) => Ok(core.on_request(&r)),
         Message::FetchCommits(f) => {
             if from_mate(core, cluster, f.replica, |k| f.verify(k)) {

@@ -16,7 +16,7 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 6: REPLYs carry a batch signature (one signature per batch of replies, and a Merkle path).
 /// 7: the same messages, but Ed25519 signatures are checked under ZIP 215 (`crypto`): nodes of
 /// version 6 check under RFC 8032's rules and could disagree with 7 on a crafted signature.
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,22 +283,29 @@ pub struct Execution {
 }
 
 /// A group member's decided operations for the database nodes.
+///
+/// Not signed: it only has to convince the database node it is sent to, which counts f+1 of
+/// them and shows them to nobody, so it travels on an authenticated link and the receiver
+/// takes its sender from the link (docs/protocol.md, "Authenticated links").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitDb {
     pub config_epoch: ConfigEpoch,
     pub group: GroupId,
+    /// The sender; a receiver refuses it unless the link it came on is this node's.
     pub replica: NodeId,
     pub executions: Vec<Execution>,
-    pub signature: Signature,
 }
 
 /// A database node's results for executed orders.
+///
+/// Not signed, like [`CommitDb`]: the group member it goes to counts f+1 of them and forwards
+/// none, so the link it arrives on authenticates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplyCommitDb {
+    /// The sender; a receiver refuses it unless the link it came on is this node's.
     pub db_node: NodeId,
     /// (order, canonical result bytes).
     pub results: Vec<(u64, Vec<u8>)>,
-    pub signature: Signature,
 }
 
 /// A group member's page for a client's request.
@@ -375,15 +382,6 @@ macro_rules! node_signed {
     };
 }
 
-node_signed!(CommitDb, b"cloudbft/commit-db/v1", |m| (
-    m.config_epoch,
-    m.group,
-    m.replica,
-    &m.executions
-));
-node_signed!(ReplyCommitDb, b"cloudbft/reply-commit-db/v1", |m| (
-    m.db_node, &m.results
-));
 impl Reply {
     const DOMAIN: &'static [u8] = b"cloudbft/reply/v3";
 
@@ -628,28 +626,24 @@ mod tests {
     fn node_signatures_cover_every_field() {
         let key = SigningKey::from_seed([8; 32]);
         let pk = key.public_key();
-        let (p, _) = prepare();
-        let cdb = CommitDb {
-            config_epoch: ConfigEpoch(1),
-            group: GroupId(0),
+        let fetch = FetchCommits {
             replica: NodeId(10),
-            executions: vec![Execution {
-                order: 1,
-                positions: vec![(1, 1)],
-                request: p.entries[0].request.clone(),
-            }],
+            warrants: Some(3..=5),
+            slots: vec![7],
             signature: Signature([0; 64]),
         }
         .sign(&key);
-        assert!(cdb.verify(&pk));
-        assert!(!CommitDb {
+        assert!(fetch.verify(&pk));
+        assert!(!FetchCommits {
             replica: NodeId(11),
-            ..cdb.clone()
+            ..fetch.clone()
         }
         .verify(&pk));
-        let mut moved = cdb.clone();
-        moved.executions[0].positions[0].1 = 2;
-        assert!(!moved.verify(&pk));
+        assert!(!FetchCommits {
+            slots: vec![8],
+            ..fetch
+        }
+        .verify(&pk));
         let reply = Reply {
             config_epoch: ConfigEpoch(1),
             view: View(0),
@@ -667,53 +661,41 @@ mod tests {
             ..reply.clone()
         }
         .verify(&pk));
-        let rcdb = ReplyCommitDb {
-            db_node: NodeId(20),
-            results: vec![(1, vec![1])],
-            signature: Signature([0; 64]),
-        }
-        .sign(&key);
-        assert!(rcdb.verify(&pk));
-        assert!(!ReplyCommitDb {
-            results: vec![(1, vec![2])],
-            ..rcdb
-        }
-        .verify(&pk));
     }
 
     #[test]
     fn node_signed_messages_checked_in_a_batch_get_the_verdicts_of_single_checks() {
         let keys: Vec<SigningKey> = (20..24u8).map(|i| SigningKey::from_seed([i; 32])).collect();
         let publics: Vec<PublicKey> = keys.iter().map(SigningKey::public_key).collect();
-        let reply = |node: u8, order: u64, signer: &SigningKey| {
-            ReplyCommitDb {
-                db_node: NodeId(u32::from(node)),
-                results: vec![(order, vec![node])],
+        let fetch = |node: u8, counter: u64, signer: &SigningKey| {
+            FetchPrepares {
+                replica: NodeId(u32::from(node)),
+                counters: counter..=counter,
                 signature: Signature([0; 64]),
             }
             .sign(signer)
         };
-        let mut altered = reply(21, 3, &keys[1]);
-        altered.results[0].1 = vec![9];
-        let replies = [
-            reply(20, 1, &keys[0]),
-            reply(21, 1, &keys[1]),
-            reply(22, 2, &keys[0]), // signed with another node's key
+        let mut altered = fetch(21, 3, &keys[1]);
+        altered.counters = 3..=4;
+        let fetches = [
+            fetch(20, 1, &keys[0]),
+            fetch(21, 1, &keys[1]),
+            fetch(22, 2, &keys[0]), // signed with another node's key
             altered,
-            reply(23, 1, &keys[3]),
-            reply(99, 1, &keys[3]), // no such node
-            reply(20, 2, &keys[0]),
+            fetch(23, 1, &keys[3]),
+            fetch(99, 1, &keys[3]), // no such node
+            fetch(20, 2, &keys[0]),
         ];
-        let key = |r: &ReplyCommitDb| {
-            let i = usize::try_from(r.db_node.0).ok()?.checked_sub(20)?;
+        let key = |f: &FetchPrepares| {
+            let i = usize::try_from(f.replica.0).ok()?.checked_sub(20)?;
             publics.get(i)
         };
-        let all: Vec<&ReplyCommitDb> = replies.iter().collect();
-        let verdicts = ReplyCommitDb::verify_many(&all, key);
+        let all: Vec<&FetchPrepares> = fetches.iter().collect();
+        let verdicts = FetchPrepares::verify_many(&all, key);
         assert_eq!(verdicts, [true, true, false, false, true, false, true]);
-        let singles: Vec<bool> = replies
+        let singles: Vec<bool> = fetches
             .iter()
-            .map(|r| key(r).is_some_and(|k| r.verify(k)))
+            .map(|f| key(f).is_some_and(|k| f.verify(k)))
             .collect();
         assert_eq!(verdicts, singles);
     }

@@ -386,10 +386,9 @@ fn message() -> impl Strategy<Value = Message> {
                 ),
                 0..3
             ),
-            signature()
         )
             .prop_map(
-                |(epoch, group, replica, executions, signature)| Message::CommitDb(CommitDb {
+                |(epoch, group, replica, executions)| Message::CommitDb(CommitDb {
                     config_epoch: ConfigEpoch(epoch),
                     group: GroupId(group),
                     replica,
@@ -401,21 +400,16 @@ fn message() -> impl Strategy<Value = Message> {
                             request
                         })
                         .collect(),
-                    signature,
                 })
             ),
         (
             node.clone(),
             proptest::collection::vec((any::<u64>(), bytes(16)), 0..3),
-            signature()
         )
-            .prop_map(|(db_node, results, signature)| Message::ReplyCommitDb(
-                ReplyCommitDb {
-                    db_node,
-                    results,
-                    signature
-                }
-            )),
+            .prop_map(|(db_node, results)| Message::ReplyCommitDb(ReplyCommitDb {
+                db_node,
+                results
+            })),
         (
             any::<u64>(),
             any::<u32>(),

@@ -7,9 +7,11 @@
 //!
 //! What is real: every message between nodes is encoded and decoded with [`Envelope`] as the
 //! node drivers do (a message to several nodes is encoded once, as `Peers::to_nodes` does);
-//! PREPAREs and COMMITs carry soft-USIG warrants made and checked by the cores; client requests,
-//! COMMIT-DBs, REPLY-COMMIT-DBs and REPLYs are Ed25519-signed and checked; a client sends each
-//! request to the primary and to its group's replicas, as the client library does.
+//! PREPAREs and COMMITs carry soft-USIG warrants made and checked by the cores; client requests
+//! and REPLYs are Ed25519-signed and checked; COMMIT-DBs and REPLY-COMMIT-DBs go on
+//! authenticated links, each frame tagged with HMAC-SHA256 by its sender and checked by its
+//! receiver as the transport does (the handshake, once per connection, is left out); a client
+//! sends each request to the primary and to its group's replicas, as the client library does.
 //!
 //! What is not: no network, no disk (a decision is acknowledged as persisted at once, as in the
 //! simulation), no database (a voter's executor answers each order with its number), no timer
@@ -27,6 +29,7 @@ use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
 use proto::testing::{client_key, node_key, usig, TestCluster};
 use proto::{ClientId, Envelope, GroupId, Message, NodeId, PartitionRule, Proposal, Request, View};
+use ring::hmac;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -135,10 +138,19 @@ pub struct Harness {
     db_ids: Vec<NodeId>,
     clients: Vec<Client>,
     queue: VecDeque<Event>,
-    /// Each node's frames not taken yet: encoded envelopes, shared by the receivers of a
-    /// broadcast as the driver shares a frame encoded once.
-    inboxes: BTreeMap<Addr, VecDeque<Rc<[u8]>>>,
+    /// Each node's frames not taken yet.
+    inboxes: BTreeMap<Addr, VecDeque<Frame>>,
+    /// The key of every authenticated link (one for all: the cost is what is measured).
+    link_key: hmac::Key,
     report: Report,
+}
+
+/// A frame in a node's inbox: the encoded envelope, shared by the receivers of a broadcast as
+/// the driver shares a frame encoded once, and for a frame on an authenticated link its sender
+/// and tag.
+struct Frame {
+    envelope: Rc<[u8]>,
+    link: Option<(NodeId, hmac::Tag)>,
 }
 
 impl Harness {
@@ -213,6 +225,7 @@ impl Harness {
             clients,
             queue: VecDeque::new(),
             inboxes: BTreeMap::new(),
+            link_key: hmac::Key::new(hmac::HMAC_SHA256, b"cloudbft/inproc/link"),
             report: Report::default(),
             cluster,
             options,
@@ -233,7 +246,7 @@ impl Harness {
             match event {
                 Event::Frame(to) => {
                     let inbox = self.inboxes.entry(to).or_default();
-                    let burst: Vec<Rc<[u8]>> = inbox.drain(..inbox.len().min(BURST)).collect();
+                    let burst: Vec<Frame> = inbox.drain(..inbox.len().min(BURST)).collect();
                     if !burst.is_empty() {
                         self.deliver(to, &burst);
                     }
@@ -256,9 +269,28 @@ impl Harness {
     }
 
     fn send(&mut self, to: impl IntoIterator<Item = Addr>, message: &Message) {
-        let frame: Rc<[u8]> = Envelope::encode(message).into();
+        self.send_on(None, to, message);
+    }
+
+    /// Sends on node `from`'s authenticated links: each frame tagged for its receiver.
+    fn send_linked(&mut self, from: NodeId, to: impl IntoIterator<Item = Addr>, message: &Message) {
+        self.send_on(Some(from), to, message);
+    }
+
+    fn send_on(
+        &mut self,
+        from: Option<NodeId>,
+        to: impl IntoIterator<Item = Addr>,
+        message: &Message,
+    ) {
+        let envelope: Rc<[u8]> = Envelope::encode(message).into();
         for to in to {
-            self.inboxes.entry(to).or_default().push_back(frame.clone());
+            let link = from.map(|from| (from, hmac::sign(&self.link_key, &envelope)));
+            let frame = Frame {
+                envelope: envelope.clone(),
+                link,
+            };
+            self.inboxes.entry(to).or_default().push_back(frame);
             self.queue.push_back(Event::Frame(to));
         }
     }
@@ -278,23 +310,36 @@ impl Harness {
     }
 
     /// A burst of frames for one node: its COMMIT-DBs, client requests and REPLY-COMMIT-DBs
-    /// first, each kind together (their signatures checked in one batch), then the other
-    /// messages in order, as the node's driver does.
-    fn deliver(&mut self, to: Addr, burst: &[Rc<[u8]>]) {
+    /// first, each kind together (the requests' signatures checked in one batch), then the
+    /// other messages in order, as the node's driver does. A frame whose link tag does not
+    /// check is refused, and COMMIT-DBs and REPLY-COMMIT-DBs count only from a link.
+    fn deliver(&mut self, to: Addr, burst: &[Frame]) {
         let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
         let mut commit_dbs = Vec::new();
         for frame in burst {
-            match Envelope::decode(frame) {
-                Ok(Message::Request(r)) => requests.push(r),
-                Ok(Message::ReplyCommitDb(r)) => replies.push(r),
-                Ok(Message::CommitDb(c)) => commit_dbs.push(c),
-                Ok(message) => others.push(message),
-                Err(_) => self.report.rejected += 1,
+            let link = match &frame.link {
+                Some((from, tag)) => {
+                    if hmac::verify(&self.link_key, &frame.envelope, tag.as_ref()).is_err() {
+                        self.report.rejected += 1;
+                        continue;
+                    }
+                    Some(*from)
+                }
+                None => None,
+            };
+            match (Envelope::decode(&frame.envelope), link) {
+                (Ok(Message::Request(r)), _) => requests.push(r),
+                (Ok(Message::ReplyCommitDb(r)), Some(from)) => replies.push((from, r)),
+                (Ok(Message::CommitDb(c)), Some(from)) => commit_dbs.push((from, c)),
+                (Ok(Message::ReplyCommitDb(_) | Message::CommitDb(_)), None) | (Err(_), _) => {
+                    self.report.rejected += 1
+                }
+                (Ok(message), _) => others.push(message),
             }
         }
         if let (Addr::Db(i), false) = (to, commit_dbs.is_empty()) {
-            for result in self.dbs[i].voter.on_commit_dbs(&commit_dbs) {
-                match result {
+            for (from, commit_db) in &commit_dbs {
+                match self.dbs[i].voter.on_commit_db(*from, commit_db) {
                     Ok((actions, malformed)) => {
                         self.report.rejected += malformed as u64;
                         self.voter_actions(i, actions);
@@ -406,7 +451,8 @@ impl Harness {
                         .filter(|&j| to.is_none_or(|to| to == self.db_ids[j]))
                         .map(Addr::Db)
                         .collect();
-                    self.send(dbs, &Message::CommitDb(commit_db));
+                    let me = self.replica_ids[i];
+                    self.send_linked(me, dbs, &Message::CommitDb(commit_db));
                 }
                 ReplicaAction::SendCheckpoint { to, checkpoint } => {
                     let peers: Vec<Addr> = (0..self.replicas.len())
@@ -452,7 +498,7 @@ impl Harness {
                         .filter_map(|m| self.replica_ids.iter().position(|r| r == m))
                         .map(Addr::Replica)
                         .collect();
-                    self.send(to, &Message::ReplyCommitDb(reply));
+                    self.send_linked(self.db_ids[i], to, &Message::ReplyCommitDb(reply));
                 }
                 VoterAction::ToDbNodes { .. }
                 | VoterAction::Snapshot { .. }

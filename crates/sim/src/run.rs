@@ -13,8 +13,9 @@ use proto::config::{Cluster, ClusterConfig, GroupConfig, ReplicaConfig};
 use proto::reconfig::{check_successor, replace_member, EpochStarted, PositionReport};
 use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
-    ClientId, ConfigRequest, Configure, GroupId, Message, NodeId, PartitionId, PartitionRule,
-    PrepareEntry, Proposal, RecoveryRequest, Reply, Request, Signature, View,
+    ClientId, CommitDb, ConfigRequest, Configure, GroupId, Message, NodeId, PartitionId,
+    PartitionRule, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
+    Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -252,6 +253,11 @@ enum Msg {
     Warranted(u32, UniqueWarrant),
     FetchPrepares(NodeId, RangeInclusive<u64>),
     FetchCommits(NodeId, Option<RangeInclusive<u64>>, Vec<u64>),
+    /// A COMMIT-DB on the authenticated link of the replica that sent it (the first field): a
+    /// Byzantine node can put anything in the message, but not another node's link.
+    CommitDb(NodeId, CommitDb),
+    /// A REPLY-COMMIT-DB on the authenticated link of the database node that sent it.
+    ReplyCommitDb(NodeId, ReplyCommitDb),
 }
 
 struct Client {
@@ -811,7 +817,8 @@ impl World {
         match (to, msg) {
             (Addr::Primary(id), _) if self.crashed(id) || self.isolated(id) => {}
             (Addr::Replica(id), _) if self.down(id) => {}
-            (Addr::Replica(id), Msg::Proto(_) | Msg::FetchCommits(..)) if self.isolated(id) => {}
+            (Addr::Replica(id), Msg::Proto(_) | Msg::FetchCommits(..) | Msg::ReplyCommitDb(..))
+                if self.isolated(id) => {}
             (Addr::Operator, Msg::Proto(m)) => {
                 let out = self.operator.on_message(self.now, m);
                 self.operator_sends(out);
@@ -864,11 +871,28 @@ impl World {
                 self.replica_message(id, m);
                 self.report_position(id);
             }
-            (Addr::Db(id), Msg::Proto(Message::CommitDb(c))) => {
+            (Addr::Replica(id), Msg::ReplyCommitDb(from, reply)) => {
+                if let Some((core, _, _)) = self.finishing.get_mut(&id) {
+                    let actions = core
+                        .on_reply_commit_db(from, reply.clone())
+                        .unwrap_or_default();
+                    self.replica_actions(id, actions);
+                }
+                if self.newcomers.contains_key(&id) {
+                    self.rejected += 1;
+                } else if let Some(node) = self.replicas.get_mut(&id) {
+                    match node.core.on_reply_commit_db(from, reply) {
+                        Ok(actions) => self.replica_actions(id, actions),
+                        Err(_) => self.rejected += 1,
+                    }
+                }
+                self.report_position(id);
+            }
+            (Addr::Db(id), Msg::CommitDb(from, c)) => {
                 let Some(d) = self.voters.get_mut(&id) else {
                     return;
                 };
-                match d.voter.on_commit_db(&c) {
+                match d.voter.on_commit_db(from, &c) {
                     Ok((actions, malformed)) => {
                         self.rejected += malformed as u64;
                         self.voter_actions(id, actions);
@@ -1082,7 +1106,6 @@ impl World {
             return;
         };
         let actions = match m {
-            Message::ReplyCommitDb(r) => core.on_reply_commit_db(r.clone()).unwrap_or_default(),
             Message::Request(r) => core.on_request(r),
             _ => return,
         };
@@ -1106,7 +1129,6 @@ impl World {
             Message::ViewChange(vc) => core.on_view_change(vc).map_err(drop),
             Message::ReqViewChange(r) => core.on_req_view_change(&r).map_err(drop),
             Message::Checkpoint(c) => core.on_checkpoint(c).map_err(drop),
-            Message::ReplyCommitDb(r) => core.on_reply_commit_db(r).map_err(drop),
             Message::EpochClose(c) => core.on_epoch_close(c).map_err(drop),
             Message::Request(r) => Ok(core.on_request(&r)),
             Message::RecoveryRequest(r) => {
@@ -1513,16 +1535,14 @@ impl World {
                         for e in &mut cdb.executions {
                             e.request.operation.push(0xee);
                         }
-                        cdb = cdb.sign(&node_key(id));
                     }
                     if self.faulty(Fault::OutsiderCommitDb(id)) {
                         let mut outsider = cdb.clone();
                         let groups = cluster.config.groups.len() as u32;
                         outsider.group = GroupId((cdb.group.0 + 1) % groups.max(1));
-                        let outsider = outsider.sign(&node_key(id));
-                        self.send_to_dbs(to, Message::CommitDb(outsider));
+                        self.send_to_dbs(id, to, outsider);
                     }
-                    self.send_to_dbs(to, Message::CommitDb(cdb));
+                    self.send_to_dbs(id, to, cdb);
                 }
                 ReplicaAction::SendJoin(join) => {
                     let candidates: Vec<NodeId> = self.primaries.keys().copied().collect();
@@ -1578,7 +1598,6 @@ impl World {
                         for (_, r) in &mut reply.results {
                             r.push(0xbd);
                         }
-                        reply = reply.sign(&node_key(id));
                     }
                     let members = self
                         .voters
@@ -1586,10 +1605,7 @@ impl World {
                         .map(|d| d.voter.members_of(group))
                         .unwrap_or_default();
                     for member in members {
-                        self.send(
-                            Addr::Replica(member),
-                            Msg::Proto(Message::ReplyCommitDb(reply.clone())),
-                        );
+                        self.send(Addr::Replica(member), Msg::ReplyCommitDb(id, reply.clone()));
                     }
                 }
                 // The simulation does not tick voters, so they never stall and nobody asks
@@ -1603,10 +1619,11 @@ impl World {
         }
     }
 
-    fn send_to_dbs(&mut self, to: Option<NodeId>, m: Message) {
+    /// Replica `from`'s COMMIT-DB to database node `to`, or to all of them.
+    fn send_to_dbs(&mut self, from: NodeId, to: Option<NodeId>, commit_db: CommitDb) {
         let ids: Vec<NodeId> = self.voters.keys().copied().collect();
         for db in ids.into_iter().filter(|db| to.is_none_or(|to| to == *db)) {
-            self.send(Addr::Db(db), Msg::Proto(m.clone()));
+            self.send(Addr::Db(db), Msg::CommitDb(from, commit_db.clone()));
         }
     }
 

@@ -184,10 +184,8 @@ pub async fn byzantine_sender_is_detected_and_another_sender_used(kind: Kind) {
                 positions: vec![(0, 6)],
                 request: request.clone(),
             }],
-            signature: Signature([0; 64]),
-        }
-        .sign(&node_key(NodeId(replica)));
-        let (actions, malformed) = voter.on_commit_db(&commit_db).unwrap();
+        };
+        let (actions, malformed) = voter.on_commit_db(commit_db.replica, &commit_db).unwrap();
         assert!(actions.is_empty() && malformed == 0, "{actions:?}");
     }
     let mut asked = Vec::new();
