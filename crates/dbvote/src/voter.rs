@@ -19,7 +19,6 @@ use proto::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use usig::MessageDigest;
 
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,10 +82,40 @@ pub enum VoterReject {
     Oversized,
 }
 
+/// The COMMIT-DB votes for one order: one per member (its first), and each execution some
+/// member sent with the group of the first COMMIT-DB that carried it and how many members sent
+/// it. Executions are compared whole, not by digest: a member sends at most one, so there are
+/// at most as many candidates as members, and comparing bytes costs less than hashing them.
 #[derive(Default)]
 struct Votes {
-    by: BTreeMap<NodeId, MessageDigest>,
-    candidates: BTreeMap<MessageDigest, (GroupId, Execution)>,
+    voted: BTreeSet<NodeId>,
+    candidates: Vec<(GroupId, Execution, usize)>,
+}
+
+impl Votes {
+    /// Counts `member`'s vote (of `group`) for `execution`, if it is the member's first; returns
+    /// the execution with its group once `quorum` members sent it.
+    fn count(
+        &mut self,
+        member: NodeId,
+        group: GroupId,
+        execution: &Execution,
+        quorum: usize,
+    ) -> Option<(GroupId, Execution)> {
+        if !self.voted.insert(member) {
+            return None;
+        }
+        let i = match self.candidates.iter().position(|(_, e, _)| e == execution) {
+            Some(i) => i,
+            None => {
+                self.candidates.push((group, execution.clone(), 0));
+                self.candidates.len() - 1
+            }
+        };
+        let (group, execution, votes) = &mut self.candidates[i];
+        *votes += 1;
+        (*votes >= quorum).then(|| (*group, execution.clone()))
+    }
 }
 
 /// Most executions in one chain (one database transaction).
@@ -299,7 +328,6 @@ impl VoterCore {
                 self.st.transferred_skips += 1;
                 continue;
             }
-            let digest = MessageDigest::of(&wire::encode(execution).unwrap_or_default());
             if !self.well_formed(execution) {
                 malformed += 1;
                 continue;
@@ -314,18 +342,11 @@ impl VoterCore {
                 continue;
             }
             let votes = self.votes.entry(execution.order).or_default();
-            votes.by.entry(commit_db.replica).or_insert(digest);
-            votes
-                .candidates
-                .entry(digest)
-                .or_insert_with(|| (commit_db.group, execution.clone()));
-            let agreeing = votes.by.values().filter(|d| **d == digest).count();
-            if agreeing >= quorum {
-                if let Some(votes) = self.votes.remove(&execution.order) {
-                    if let Some(decided) = votes.candidates.get(&digest) {
-                        self.decided.insert(execution.order, decided.clone());
-                    }
-                }
+            if let Some(decided) =
+                votes.count(commit_db.replica, commit_db.group, execution, quorum)
+            {
+                self.votes.remove(&execution.order);
+                self.decided.insert(execution.order, decided);
             }
         }
         if !answers.is_empty() {
@@ -698,6 +719,22 @@ pub(super) mod tests {
         // None of those was a second vote: the second member's own COMMIT-DB decides.
         let (actions, _) = from(&mut v, members[1], &in_second_name).unwrap();
         assert_eq!(batches(&actions), vec![vec![1]]);
+    }
+
+    /// A member's first vote is its only one, and only identical executions add up: a member
+    /// that sends two executions, or one that differs in a byte, never makes f+1 with others.
+    #[test]
+    fn votes_count_each_member_once_and_only_identical_executions_together() {
+        let e = execution(1, &[(0, 1)], &[0]);
+        let mut other = e.clone();
+        other.request.operation.push(0xee);
+        let group = GroupId(0);
+        let mut votes = Votes::default();
+        assert_eq!(votes.count(NodeId(101), group, &other, 2), None);
+        assert_eq!(votes.count(NodeId(101), group, &e, 2), None, "a second vote");
+        assert_eq!(votes.count(NodeId(102), group, &e, 2), None);
+        assert_eq!(votes.count(NodeId(102), group, &other, 2), None, "a second vote");
+        assert_eq!(votes.count(NodeId(103), group, &e, 2), Some((group, e)));
     }
 
     /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the
