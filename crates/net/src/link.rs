@@ -22,6 +22,10 @@
 //! 3. AUTH, opener → acceptor: the opener's Ed25519 signature over the [`transcript`]
 //!    ([`TRANSCRIPT_MAGIC`] ‖ opener id ‖ acceptor id ‖ opener key ‖ acceptor key). The
 //!    acceptor accepts when [`LinkKeys::verify`] does.
+//! 4. ACCEPT, acceptor → opener: the frame [`ACCEPT`], after which the opener sends data. An
+//!    acceptor that refuses the signature closes the connection instead, so the opener counts
+//!    a failed connection attempt and backs off (a node that another does not know yet, in a
+//!    reconfiguration, retries at the backoff's pace, not in a loop).
 //!
 //! Both ends then derive the link key ([`derive_key`]): HKDF-SHA256 of the X25519 shared secret,
 //! salted with SHA-256 of the transcript, info [`KEY_INFO`].
@@ -45,9 +49,9 @@
 //! - Both ephemeral keys are in the signed transcript, so a man in the middle cannot substitute
 //!   his own to learn the link key: the acceptor would check the opener's signature over a
 //!   transcript that is not the one signed.
-//! - Only the opener signs. Links are one-way (the acceptor sends nothing but its reply) and
-//!   frames are not secret (they are not encrypted), so an impostor acceptor could only drop
-//!   what it receives, which any network attacker can do anyway.
+//! - Only the opener signs. Links are one-way (the acceptor sends nothing but its reply and its
+//!   accept) and frames are not secret (they are not encrypted), so an impostor acceptor could
+//!   only drop what it receives, which any network attacker can do anyway.
 
 mod crypto;
 mod handshake;
@@ -57,7 +61,7 @@ pub use crypto::{derive_key, Ephemeral, LinkKey, Sealer, Unsealer};
 pub(crate) use handshake::accept_link;
 pub use handshake::open_link;
 pub use messages::{
-    is_hello, parse_reply, reply, transcript, Hello, HELLO_LEN, HELLO_MAGIC, KEY_INFO,
+    is_hello, parse_reply, reply, transcript, Hello, ACCEPT, HELLO_LEN, HELLO_MAGIC, KEY_INFO,
     PUBLIC_KEY_LEN, REPLY_LEN, REPLY_MAGIC, SIGNATURE_LEN, TRANSCRIPT_MAGIC,
 };
 
@@ -99,7 +103,7 @@ pub enum LinkError {
     #[error("link hello names acceptor {named}, but this node is {me}")]
     WrongAcceptor { named: u64, me: u64 },
     /// The acceptor's answer is not a reply.
-    #[error("malformed link reply")]
+    #[error("malformed link reply or accept")]
     MalformedReply,
     /// The opener's authentication is not a 64-byte signature.
     #[error("malformed link authentication ({len} bytes)")]

@@ -168,12 +168,12 @@ struct Recorded {
 }
 
 /// The opener's side of the handshake step by step (what `link::open_link` does), keeping the
-/// frames it sent.
+/// frames it sent; `true` when the acceptor confirmed with its ACCEPT.
 async fn handshake_by_hand(
     stream: &mut TcpStream,
     keys: &dyn LinkKeys,
     acceptor: u64,
-) -> (Sealer, Recorded) {
+) -> (Sealer, Recorded, bool) {
     let ephemeral = Ephemeral::generate().unwrap();
     let hello = Hello {
         opener: keys.me(),
@@ -190,7 +190,11 @@ async fn handshake_by_hand(
     write_frame(stream, &auth, link::SIGNATURE_LEN)
         .await
         .unwrap();
-    (Sealer::new(key), Recorded { hello, auth })
+    let accepted = matches!(
+        read_frame(stream, link::ACCEPT.len()).await,
+        Ok(Some(frame)) if frame == link::ACCEPT
+    );
+    (Sealer::new(key), Recorded { hello, auth }, accepted)
 }
 
 /// Writes an already sealed frame payload (`payload ‖ tag`).
@@ -282,13 +286,21 @@ async fn an_opener_the_acceptor_does_not_know_is_refused_and_nothing_is_delivere
     let (outsider, _rx) = cluster.bind(9, any()).await;
     outsider.send(b.local_addr(), b"let me in".to_vec());
     wait_until("the outsider is refused", || b.stats().link_refused >= 1).await;
+    // Without an ACCEPT the outsider's attempt failed: it backs off rather than sending into a
+    // connection that seems up.
+    wait_until("the outsider counts a failed attempt", || {
+        outsider.stats().connect_failures >= 1
+    })
+    .await;
+    assert_eq!(outsider.stats().connects, 0);
     nothing_delivered(&mut b_rx);
     let s = b.stats();
     assert_eq!((s.links, s.frames_received), (0, 0));
 
-    // By hand, to see the refusal come right after the signature.
+    // By hand, to see the refusal come right after the signature: no ACCEPT.
     let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
-    handshake_by_hand(&mut stream, cluster.keys(9).as_ref(), 2).await;
+    let (_, _, accepted) = handshake_by_hand(&mut stream, cluster.keys(9).as_ref(), 2).await;
+    assert!(!accepted);
     expect_closed(stream).await;
     wait_until("the second refusal is counted", || {
         b.stats().link_refused >= 2
@@ -346,7 +358,8 @@ async fn recorded_frames_and_handshakes_are_refused_when_replayed() {
 
     // Within one connection: the same sealed bytes twice.
     let mut first = TcpStream::connect(b.local_addr()).await.unwrap();
-    let (mut sealer, recorded) = handshake_by_hand(&mut first, keys.as_ref(), 2).await;
+    let (mut sealer, recorded, accepted) = handshake_by_hand(&mut first, keys.as_ref(), 2).await;
+    assert!(accepted);
     let zero = sealer.seal(b"zero");
     write_sealed(&mut first, &zero).await;
     assert_eq!(recv(&mut b_rx).await.frame, b"zero");

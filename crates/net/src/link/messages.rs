@@ -7,6 +7,8 @@ use super::LinkError;
 pub const HELLO_MAGIC: &[u8] = b"cloudbft/link-hello/v1";
 /// Start of a REPLY frame.
 pub const REPLY_MAGIC: &[u8] = b"cloudbft/link-reply/v1";
+/// The whole ACCEPT frame: the acceptor checked the opener's signature and takes its frames.
+pub const ACCEPT: &[u8] = b"cloudbft/link-accept/v1";
 /// Start of the transcript both ends compute and the opener signs.
 pub const TRANSCRIPT_MAGIC: &[u8] = b"cloudbft/link/v1";
 /// HKDF info of the link key, binding the key to its single use.
