@@ -118,3 +118,61 @@ impl Intake {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::{ConfigEpoch, Envelope, GroupId};
+
+    fn inbound(message: &Message, link: Option<u64>) -> net::Inbound {
+        net::Inbound {
+            from: "127.0.0.1:9".parse().unwrap(),
+            frame: Envelope::encode(message),
+            link,
+        }
+    }
+
+    /// A COMMIT-DB or REPLY-COMMIT-DB goes to the core with the node whose link it came on;
+    /// one that came on a plain connection is counted and dropped.
+    #[tokio::test]
+    async fn linked_messages_carry_their_link_and_unlinked_ones_are_dropped() {
+        let metrics = Metrics::register(&mut net::metrics::Registry::default());
+        let commit_db = Message::CommitDb(CommitDb {
+            config_epoch: ConfigEpoch(1),
+            group: GroupId(0),
+            replica: NodeId(101),
+            executions: Vec::new(),
+        });
+        let reply = Message::ReplyCommitDb(ReplyCommitDb {
+            db_node: NodeId(11),
+            results: vec![(1, vec![1])],
+        });
+        let (tx, rx) = mpsc::channel(8);
+        for frame in [
+            inbound(&commit_db, Some(101)),
+            inbound(&commit_db, None),
+            inbound(&reply, None),
+            inbound(&reply, Some(11)),
+        ] {
+            tx.send(frame).await.unwrap();
+        }
+        let batches = Batches {
+            requests: true,
+            reply_commit_dbs: true,
+            commit_dbs: true,
+        };
+        let mut intake = Intake::new(rx, batches);
+        let Some(Item::ReplyCommitDbs(replies)) = intake.next(&metrics).await else {
+            panic!("the burst's REPLY-COMMIT-DBs first");
+        };
+        assert_eq!(replies.len(), 1);
+        assert_eq!(replies[0].0, NodeId(11));
+        let Some(Item::CommitDbs(commit_dbs)) = intake.next(&metrics).await else {
+            panic!("then its COMMIT-DBs");
+        };
+        assert_eq!(commit_dbs.len(), 1);
+        assert_eq!(commit_dbs[0].0, NodeId(101));
+        assert_eq!(metrics.rejected("unlinked_commit_db"), 1);
+        assert_eq!(metrics.rejected("unlinked_reply_commit_db"), 1);
+    }
+}
