@@ -3,6 +3,9 @@
 //! forger, a replayer or an impostor. Node keys are real Ed25519 keys from fixed seeds. Timeouts
 //! only bound how long an expected event may take; nothing sleeps for an event it could await.
 
+mod common;
+
+use common::{expect_closed, numbered, recv, send_until_down, seq_of, wait_until};
 use net::frame::{read_frame, write_frame};
 use net::link::{self, Ephemeral, Hello, Sealer};
 use net::metrics::{render, Registry, TransportMetrics};
@@ -11,14 +14,10 @@ use ring::signature::{self, Ed25519KeyPair, KeyPair};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::Receiver;
-use tokio::time::timeout;
 
-/// Upper bound for any single expected event.
-const WAIT: Duration = Duration::from_secs(10);
 /// `max_frame` of every transport here.
 const MAX: usize = 4096;
 
@@ -111,54 +110,12 @@ impl LinkKeys for NodeKeys {
     }
 }
 
-async fn recv(rx: &mut Receiver<Inbound>) -> Inbound {
-    timeout(WAIT, rx.recv())
-        .await
-        .expect("timed out waiting for a frame")
-        .expect("inbound channel closed")
-}
-
 /// Asserts that nothing was delivered (call once the refusal is counted: a refused connection
 /// delivers nothing after it is counted).
 fn nothing_delivered(rx: &mut Receiver<Inbound>) {
     if let Ok(inbound) = rx.try_recv() {
         panic!("delivered {inbound:?}");
     }
-}
-
-/// Polls a condition that has no event to await (counters), up to [`WAIT`].
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-/// Waits until the acceptor closes `stream` (EOF or reset) without writing anything more.
-async fn expect_closed(mut stream: TcpStream) {
-    let mut buf = [0u8; 64];
-    let read = timeout(WAIT, stream.read(&mut buf))
-        .await
-        .expect("acceptor kept the connection open");
-    assert!(
-        matches!(read, Ok(0) | Err(_)),
-        "acceptor wrote {read:?} bytes"
-    );
-}
-
-/// A frame carrying sequence number `seq`, with a length that varies with it.
-fn numbered(seq: u64) -> Vec<u8> {
-    let mut frame = seq.to_be_bytes().to_vec();
-    frame.extend((0..(seq % 97) as usize * 13).map(|i| (seq as usize + i) as u8));
-    frame
-}
-
-/// Sequence number of a [`numbered`] frame, checking its contents.
-fn seq_of(frame: &[u8]) -> u64 {
-    let seq = u64::from_be_bytes(frame[..8].try_into().unwrap());
-    assert_eq!(frame, numbered(seq), "frame {seq} corrupted");
-    seq
 }
 
 /// What an eavesdropper records of a handshake: the opener's two frames.
@@ -422,17 +379,7 @@ async fn frames_queued_while_a_linked_peer_restarts_arrive_after_the_new_handsha
 
     b1.shutdown().await;
     drop(b1_rx);
-    // Frames written before a notices the closure are lost with the connection; once it has
-    // noticed, its attempts fail and the frames wait in the queue.
-    let mut seq = 100;
-    let deadline = Instant::now() + WAIT;
-    while a.stats().connect_failures == 0 {
-        assert!(Instant::now() < deadline, "a never found b down");
-        a.send(b_addr, numbered(seq));
-        seq += 1;
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let queued_while_down = seq;
+    let queued_while_down = send_until_down(&a, b_addr, 100).await;
 
     // Node 2 comes back on the same address with a new transport: a new handshake, new link
     // key, sequence numbers from 0 again; the frames queued meanwhile carry tags valid there.

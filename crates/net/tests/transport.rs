@@ -1,16 +1,16 @@
 //! The transport over real TCP on 127.0.0.1, ports chosen by the OS. Timeouts only bound how long
 //! an expected event may take; nothing sleeps for an event it could await.
 
+mod common;
+
+use common::{expect_closed, numbered, recv, send_until_down, seq_of, wait_until, WAIT};
 use net::{Inbound, Transport, TransportConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::Receiver;
 use tokio::time::timeout;
-
-/// Upper bound for any single expected event.
-const WAIT: Duration = Duration::from_secs(10);
 
 fn config() -> TransportConfig {
     TransportConfig {
@@ -34,54 +34,6 @@ fn unused_addr() -> SocketAddr {
         .unwrap()
         .local_addr()
         .unwrap()
-}
-
-async fn recv(rx: &mut Receiver<Inbound>) -> Inbound {
-    timeout(WAIT, rx.recv())
-        .await
-        .expect("timed out waiting for a frame")
-        .expect("inbound channel closed")
-}
-
-/// A frame carrying sequence number `seq`, with a length that varies with it (including the
-/// 8-byte minimum and, now and then, a frame larger than one write batch).
-fn numbered(seq: u64) -> Vec<u8> {
-    let pad = match seq % 1000 {
-        999 => 300 * 1024,
-        n => (n % 97) as usize * 13,
-    };
-    let mut frame = seq.to_be_bytes().to_vec();
-    frame.extend((0..pad).map(|i| (seq as usize + i) as u8));
-    frame
-}
-
-/// Sequence number of a [`numbered`] frame, checking its contents.
-fn seq_of(frame: &[u8]) -> u64 {
-    let seq = u64::from_be_bytes(frame[..8].try_into().unwrap());
-    assert_eq!(frame, numbered(seq), "frame {seq} corrupted");
-    seq
-}
-
-/// Polls a condition that has no event to await (counters), up to [`WAIT`].
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-/// Waits until the server closes `stream` (EOF or reset), proving the connection was dropped.
-async fn expect_closed(mut stream: TcpStream) {
-    let mut buf = [0u8; 64];
-    let read = timeout(WAIT, stream.read(&mut buf))
-        .await
-        .expect("server kept the connection open");
-    // The server never writes on an inbound connection: EOF, or a reset if our bytes were unread.
-    assert!(
-        matches!(read, Ok(0) | Err(_)),
-        "server wrote {read:?} bytes"
-    );
 }
 
 /// Receives `n` numbered frames and checks they are 0..n in order, from a loopback address.
@@ -162,18 +114,8 @@ async fn peer_restarting_mid_stream_gets_later_frames_once_back() {
     // B goes down; shutdown returns once its sockets are closed.
     b1.shutdown().await;
     drop(b1_rx);
-    // Keep sending while it is down. Frames written before a notices the closure are taken by
-    // TCP into the dead connection and lost (the protocol retransmits); once a has noticed, its
-    // reconnection attempts fail and the frames wait in the queue.
-    let mut seq = 100;
-    let deadline = Instant::now() + WAIT;
-    while a.stats().connect_failures == 0 {
-        assert!(Instant::now() < deadline, "a never found b down");
-        a.send(b_addr, numbered(seq));
-        seq += 1;
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let queued_while_down = seq;
+    // Keep sending while it is down.
+    let queued_while_down = send_until_down(&a, b_addr, 100).await;
 
     // B comes back on the same address: frames queued while it was down and every later frame
     // arrive, in order.
