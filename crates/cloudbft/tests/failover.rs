@@ -148,7 +148,11 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
     for db in &cluster.config.db_nodes {
         let (_, args) = node_process(&config, "dbnode", db.id).expect("database node running");
         let links = metric(&args, "transport_links").unwrap_or_default();
-        assert!(links >= 1.0, "database node {} has no links: {links}", db.id);
+        assert!(
+            links >= 1.0,
+            "database node {} has no links: {links}",
+            db.id
+        );
     }
     // Nodes before the usigd they use.
     for node in restarted.into_iter().rev() {

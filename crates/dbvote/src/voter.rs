@@ -731,9 +731,17 @@ pub(super) mod tests {
         let group = GroupId(0);
         let mut votes = Votes::default();
         assert_eq!(votes.count(NodeId(101), group, &other, 2), None);
-        assert_eq!(votes.count(NodeId(101), group, &e, 2), None, "a second vote");
+        assert_eq!(
+            votes.count(NodeId(101), group, &e, 2),
+            None,
+            "a second vote"
+        );
         assert_eq!(votes.count(NodeId(102), group, &e, 2), None);
-        assert_eq!(votes.count(NodeId(102), group, &other, 2), None, "a second vote");
+        assert_eq!(
+            votes.count(NodeId(102), group, &other, 2),
+            None,
+            "a second vote"
+        );
         assert_eq!(votes.count(NodeId(103), group, &e, 2), Some((group, e)));
     }
 
