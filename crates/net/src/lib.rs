@@ -25,10 +25,10 @@
 //!   async equivalents in [`frame`].
 //!
 //! Connections are one-way: a node sends on the connections it opens and receives on those it
-//! accepts (the acceptor writes only its link handshake reply). [`Inbound::from`] is therefore
-//! the sender's ephemeral source address, not the address it listens on: identify senders by
-//! the signed contents or the authenticated [`Inbound::link`], and reply to their configured
-//! address.
+//! accepts (the acceptor writes only its link handshake's reply and accept). [`Inbound::from`]
+//! is therefore the sender's ephemeral source address, not the address it listens on: identify
+//! senders by the signed contents or the authenticated [`Inbound::link`], and reply to their
+//! configured address.
 
 pub mod config;
 pub mod frame;
@@ -57,7 +57,8 @@ use tokio::sync::{mpsc, watch};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inbound {
     /// Source address of the TCP connection (the peer's ephemeral port, not its listen
-    /// address). Informational: the protocol identifies senders by their signatures.
+    /// address). Informational: the protocol identifies senders by their signatures, or by
+    /// [`link`](Inbound::link).
     pub from: SocketAddr,
     /// The frame's payload, at most `max_frame` bytes, not yet decoded. On an authenticated
     /// connection the link's tag has been checked and removed.
