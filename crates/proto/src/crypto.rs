@@ -1,29 +1,15 @@
 //! Ed25519 keys and signatures for clients and nodes, and domain-separated signing of message
 //! fields.
 //!
-//! Signing is RFC 8032 (ring). Checking follows ZIP 215 (on curve25519-dalek, as ed25519-zebra
-//! does it, which the tests hold it to): the cofactored equation `[8][s]B = [8]R + [8][k]A`,
-//! canonical `s`, any encoding of a curve point for `R` and `A`. Every signature RFC 8032 signers
-//! make passes it. It is chosen for one property: a batch check ([`verify_batch`]) accepts
-//! exactly the signatures that single checks accept. Replicas derive the global order from which
-//! client REQUESTs verify, and one replica may check a request alone while another checks it in a
-//! batch with others; under the RFC's rules (cofactorless, as ring checks them) a client could
-//! craft a signature that one way accepts and the other refuses, and split correct replicas'
-//! order books.
-//!
-//! Public keys are decompressed once per process and kept ([`KeyPoints`]): a node checks
-//! signatures of the same few hundred keys (clients, nodes) all the time, and decompressing a
-//! key costs about a sixth of a batch check per signature.
+//! Signing is RFC 8032 (ring). Checking follows ZIP 215 (`zip215`, whose doc says why): a batch
+//! check ([`verify_batch`]) accepts exactly the signatures that single checks accept. Replicas
+//! derive the global order from which client REQUESTs verify, and one replica may check a
+//! request alone while another checks it in a batch with others; under the RFC's rules
+//! (cofactorless, as ring checks them) a client could craft a signature that one way accepts and
+//! the other refuses, and split correct replicas' order books.
 
-use curve25519_dalek::constants::ED25519_BASEPOINT_POINT;
-use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
-use curve25519_dalek::scalar::Scalar;
-use curve25519_dalek::traits::{IsIdentity, VartimeMultiscalarMul};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha512};
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, OnceLock};
 
 /// An Ed25519 signature.
 #[derive(Copy, Clone, PartialEq, Eq)]
@@ -66,16 +52,7 @@ pub struct PublicKey(pub [u8; 32]);
 impl PublicKey {
     /// Checks `signature` over `domain || message` (ZIP 215 rules, see the module's doc).
     pub fn verify(&self, domain: &[u8], message: &[u8], signature: &Signature) -> bool {
-        let Some(a) = KeyPoints::shared().point(self) else {
-            return false;
-        };
-        let (Some(r), Some(s)) = (r_point(signature), s_scalar(signature)) else {
-            return false;
-        };
-        let k = challenge(signature, self, domain, message);
-        // [8]R = [8]([s]B - [k]A), as ZIP 215 states it.
-        let r_prime = EdwardsPoint::vartime_double_scalar_mul_basepoint(&k, &-a, &s);
-        (r - r_prime).mul_by_cofactor().is_identity()
+        zip215::verify(&self.0, &[domain, &[0], message], &signature.0)
     }
 
     /// Lower-case hex, as configuration files hold it.
@@ -142,134 +119,26 @@ pub struct Signed<'a> {
 }
 
 /// Checks many signatures at once and says which are valid, exactly as
-/// [`PublicKey::verify`] would one by one.
-///
-/// A batch shares one multi-scalar multiplication: from about 8 signatures on, each costs well
-/// under half a single check (docs/performance.md). When the batch fails, at least one signature
-/// is bad and each is checked alone to find out which, so a client that sends bad signatures
-/// makes its batch cost a little more than checking each alone; the cores count and drop what
-/// fails. The batch's random coefficients come from the system's generator; an attacker who
-/// cannot predict them passes a bad signature with probability about 2^-128.
+/// [`PublicKey::verify`] would one by one (`zip215::verify_batch`: from about 8 signatures on,
+/// each costs well under half a single check; a failed batch is checked one by one).
 pub fn verify_batch(items: &[Signed<'_>]) -> Vec<bool> {
-    let single = |item: &Signed<'_>| item.key.verify(item.domain, item.message, item.signature);
-    if items.len() >= 2 && batch_holds(items) {
-        vec![true; items.len()]
-    } else {
-        items.iter().map(single).collect()
-    }
+    let messages: Vec<[&[u8]; 3]> = items
+        .iter()
+        .map(|item| [item.domain, &[0], item.message])
+        .collect();
+    let batch: Vec<zip215::Signed<'_>> = items
+        .iter()
+        .zip(&messages)
+        .map(|(item, message)| zip215::Signed {
+            key: &item.key.0,
+            message,
+            signature: &item.signature.0,
+        })
+        .collect();
+    zip215::verify_batch(&batch)
 }
 
-/// Whether `[8](-(sum z_i s_i)B + sum z_i R_i + sum (z_i k_i)A_i)` is the identity for random
-/// 128-bit `z_i`: then every signature holds, but for probability about 2^-128. False if any
-/// signature or key cannot even be decoded, or the system's generator fails (each is then
-/// checked alone: slower, never less safe). A key's signatures share one term.
-fn batch_holds(items: &[Signed<'_>]) -> bool {
-    let mut random = vec![0u8; 16 * items.len()];
-    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random).is_err() {
-        return false;
-    }
-    let mut b_coefficient = Scalar::ZERO;
-    let mut r_points = Vec::with_capacity(items.len());
-    let mut r_coefficients = Vec::with_capacity(items.len());
-    let mut key_slots: HashMap<&PublicKey, usize> = HashMap::new();
-    let mut a_points = Vec::new();
-    let mut a_coefficients = Vec::new();
-    let points = KeyPoints::shared();
-    for (item, z) in items.iter().zip(random.chunks_exact(16)) {
-        let (Some(r), Some(s)) = (r_point(item.signature), s_scalar(item.signature)) else {
-            return false;
-        };
-        let slot = match key_slots.get(item.key) {
-            Some(&slot) => slot,
-            None => {
-                let Some(a) = points.point(item.key) else {
-                    return false;
-                };
-                a_points.push(a);
-                a_coefficients.push(Scalar::ZERO);
-                key_slots.insert(item.key, a_points.len() - 1);
-                a_points.len() - 1
-            }
-        };
-        let mut z_bytes = [0u8; 16];
-        z_bytes.copy_from_slice(z);
-        let z = Scalar::from(u128::from_le_bytes(z_bytes));
-        let k = challenge(item.signature, item.key, item.domain, item.message);
-        b_coefficient -= z * s;
-        a_coefficients[slot] += z * k;
-        r_points.push(r);
-        r_coefficients.push(z);
-    }
-    let sum = EdwardsPoint::vartime_multiscalar_mul(
-        std::iter::once(&b_coefficient)
-            .chain(&a_coefficients)
-            .chain(&r_coefficients),
-        std::iter::once(&ED25519_BASEPOINT_POINT)
-            .chain(&a_points)
-            .chain(&r_points),
-    );
-    sum.mul_by_cofactor().is_identity()
-}
-
-/// `R`, any encoding of a curve point (ZIP 215).
-fn r_point(signature: &Signature) -> Option<EdwardsPoint> {
-    let mut r = [0u8; 32];
-    r.copy_from_slice(&signature.0[..32]);
-    CompressedEdwardsY(r).decompress()
-}
-
-/// `s`, only below the group order (ZIP 215, as RFC 8032).
-fn s_scalar(signature: &Signature) -> Option<Scalar> {
-    let mut s = [0u8; 32];
-    s.copy_from_slice(&signature.0[32..]);
-    Scalar::from_canonical_bytes(s).into()
-}
-
-/// `k = SHA-512(R || A || domain || 0 || message)` mod the group order: the signed bytes are
-/// [`domain_separated`]'s, hashed without copying them.
-fn challenge(signature: &Signature, key: &PublicKey, domain: &[u8], message: &[u8]) -> Scalar {
-    Scalar::from_hash(
-        Sha512::new()
-            .chain_update(&signature.0[..32])
-            .chain_update(key.0)
-            .chain_update(domain)
-            .chain_update([0])
-            .chain_update(message),
-    )
-}
-
-/// The decompressed points of the public keys this process has checked signatures of (only
-/// keys that are points: a key that is not fails every check and is decompressed each time).
-/// Keys come from the configuration and client registrations, so the map stays small; it is
-/// emptied if it ever reaches [`KeyPoints::MOST`] all the same.
-struct KeyPoints(Mutex<HashMap<PublicKey, EdwardsPoint>>);
-
-impl KeyPoints {
-    const MOST: usize = 8192;
-
-    fn shared() -> &'static KeyPoints {
-        static SHARED: OnceLock<KeyPoints> = OnceLock::new();
-        SHARED.get_or_init(|| KeyPoints(Mutex::new(HashMap::new())))
-    }
-
-    /// The key's point (ZIP 215: any encoding of a curve point), `None` if it is not one.
-    fn point(&self, key: &PublicKey) -> Option<EdwardsPoint> {
-        let mut map = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(point) = map.get(key) {
-            return Some(*point);
-        }
-        let point = CompressedEdwardsY(key.0).decompress()?;
-        if map.len() >= Self::MOST {
-            map.clear();
-        }
-        map.insert(*key, point);
-        Some(point)
-    }
-}
-
+/// The bytes a signature covers: the domain, a zero byte, the message.
 fn domain_separated(domain: &[u8], message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(domain.len() + 1 + message.len());
     out.extend_from_slice(domain);
@@ -361,6 +230,9 @@ mod tests {
     #[test]
     fn a_key_with_a_torsion_component_gets_the_same_verdict_alone_and_in_a_batch() {
         use curve25519_dalek::constants;
+        use curve25519_dalek::edwards::EdwardsPoint;
+        use curve25519_dalek::scalar::Scalar;
+        use sha2::{Digest, Sha512};
         let a = Scalar::from_bytes_mod_order([3; 32]);
         let torsion = constants::EIGHT_TORSION[1];
         let public = PublicKey(
