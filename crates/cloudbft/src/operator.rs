@@ -221,21 +221,34 @@ impl Operator {
         .into_iter()
         .filter(|id| asked.contains(id))
         .collect();
+        let replicas: BTreeSet<NodeId> = ids(current.config.replicas.iter().map(|r| r.id))
+            .into_iter()
+            .collect();
         let request = self.position_request(current);
         let deadline = Instant::now() + POSITION_TIMEOUT;
-        let mut reports = BTreeMap::new();
+        let mut reports: BTreeMap<NodeId, PositionReport> = BTreeMap::new();
         let mut book = None;
         while Instant::now() < deadline {
-            let missing: Vec<NodeId> = asked
-                .iter()
-                .copied()
-                .filter(|id| !reports.contains_key(id))
-                .collect();
             let complete = needed.iter().all(|id| reports.contains_key(id));
-            if (complete && book.is_some()) || missing.is_empty() {
+            if complete && book.is_some() {
                 break;
             }
-            self.send(current, missing, &request);
+            // The nodes that have not reported and, while no book came, the replicas that
+            // reported without one: a replica answers at once, and may not hold f+1
+            // EPOCH-CLOSEs of every group yet (those of a group it never talked to come on an
+            // authenticated link opened for them, a few round trips later than ours).
+            let ask: Vec<NodeId> = asked
+                .iter()
+                .copied()
+                .filter(|id| match reports.get(id) {
+                    None => true,
+                    Some(r) => book.is_none() && r.book.is_none() && replicas.contains(id),
+                })
+                .collect();
+            if ask.is_empty() {
+                break;
+            }
+            self.send(current, ask, &request);
             let round = Instant::now() + RESEND;
             while let Some(m) = self.next(round).await {
                 let Message::PositionReport(report) = m else {
@@ -251,7 +264,7 @@ impl Operator {
                 }
                 reports.insert(report.node, report);
                 let complete = needed.iter().all(|id| reports.contains_key(id));
-                if (complete && book.is_some()) || reports.len() == asked.len() {
+                if complete && book.is_some() {
                     break;
                 }
             }
