@@ -154,6 +154,21 @@ async fn handshake_by_hand(
     (Sealer::new(key), Recorded { hello, auth }, accepted)
 }
 
+/// Sends a HELLO from `opener` naming `acceptor` to `addr` and waits until the acceptor closes
+/// the connection without a reply.
+async fn hello_is_refused(addr: SocketAddr, opener: u64, acceptor: u64) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let hello = Hello {
+        opener,
+        acceptor,
+        ephemeral: Ephemeral::generate().unwrap().public(),
+    };
+    write_frame(&mut stream, &hello.encode(), link::HELLO_LEN)
+        .await
+        .unwrap();
+    expect_closed(stream).await;
+}
+
 /// Writes an already sealed frame payload (`payload ‖ tag`).
 async fn write_sealed(stream: &mut TcpStream, sealed: &[u8]) {
     write_frame(stream, sealed, MAX + link::TAG_LEN)
@@ -274,24 +289,16 @@ async fn a_hello_naming_another_acceptor_is_refused() {
     // Node 3 received a hello meant for it and relays it to node 2.
     let cluster = Cluster::new(&[1, 2, 3]);
     let (b, mut b_rx) = cluster.bind(2, any()).await;
-    let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
-    let hello = Hello {
-        opener: 1,
-        acceptor: 3,
-        ephemeral: Ephemeral::generate().unwrap().public(),
-    };
-    write_frame(&mut stream, &hello.encode(), link::HELLO_LEN)
-        .await
-        .unwrap();
     // Refused before any reply.
-    expect_closed(stream).await;
+    hello_is_refused(b.local_addr(), 1, 3).await;
     wait_until("the hello is refused", || b.stats().link_refused == 1).await;
 
     // A malformed hello (one byte short) is refused too.
     let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
     let hello = Hello {
+        opener: 1,
         acceptor: 2,
-        ..hello
+        ephemeral: Ephemeral::generate().unwrap().public(),
     }
     .encode();
     write_frame(&mut stream, &hello[..link::HELLO_LEN - 1], MAX)
@@ -419,16 +426,7 @@ async fn a_hello_to_a_transport_without_links_is_refused_and_counted() {
     .await;
 
     // By hand: closed without a reply.
-    let mut stream = TcpStream::connect(plain.local_addr()).await.unwrap();
-    let hello = Hello {
-        opener: 1,
-        acceptor: 2,
-        ephemeral: Ephemeral::generate().unwrap().public(),
-    };
-    write_frame(&mut stream, &hello.encode(), link::HELLO_LEN)
-        .await
-        .unwrap();
-    expect_closed(stream).await;
+    hello_is_refused(plain.local_addr(), 1, 2).await;
 
     nothing_delivered(&mut plain_rx);
     let s = plain.stats();
