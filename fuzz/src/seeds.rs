@@ -7,7 +7,7 @@ use dbvote::{BankOp, BankResult};
 use group::order::OrderBook;
 use proto::testing::{self, TestCluster};
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, ConfigRequest,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, ConfigRequest, Decided,
     Configure, DbCheckpoint, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
     FetchPrepares, GroupId, Join, Lineage, Message, NewView, NodeId, PositionReport,
     PositionRequest, Prepare, PrepareEntry, Proposal, Reconfigure, RecoveryRequest, RecoveryState,
@@ -433,6 +433,10 @@ impl Seeds {
                 node: REPLICA,
                 config_epoch: ConfigEpoch(2),
                 signature: Signature([0; 64]),
+            }),
+            Message::Decided(Decided {
+                view: View(0),
+                counter: 7,
             }),
         ]
     }

@@ -59,6 +59,9 @@ pub struct BenchArgs {
     /// Most requests per PREPARE; 1 turns batching off.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
+    /// The primaries' `--pipeline`: most PREPAREs undecided at once (0: no limit).
+    #[arg(long, default_value_t = crate::nodes::DEFAULT_PIPELINE)]
+    pub pipeline: usize,
     /// Share of operations that touch two partitions.
     #[arg(long, default_value_t = 0.0)]
     pub multi_partition: f64,
@@ -92,6 +95,10 @@ pub struct Report {
     pub db: String,
     pub clients: u64,
     pub max_batch: usize,
+    /// The primaries' `--pipeline` (0 in reports from before it existed: no limit then). Not
+    /// in the label, so that `compare` pairs runs before and after it.
+    #[serde(default)]
+    pub pipeline: usize,
     pub multi_partition: f64,
     pub duration_secs: f64,
     pub operations: u64,
@@ -322,6 +329,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
+            pipeline: args.pipeline,
             pages: args.pages.clone(),
             gateway: None,
             keep_results: None,
@@ -508,6 +516,7 @@ async fn drive(
         db: format!("{:?}", args.shape.db).to_lowercase(),
         clients: args.clients,
         max_batch: args.max_batch,
+        pipeline: args.pipeline,
         multi_partition: args.multi_partition,
         duration_secs: args.duration_secs as f64,
         operations,
@@ -570,6 +579,7 @@ pub(crate) mod tests {
             db: "sqlite".into(),
             clients,
             max_batch: 64,
+            pipeline: 2,
             multi_partition: 0.0,
             duration_secs: 2.0,
             operations: (2.0 * throughput) as u64,

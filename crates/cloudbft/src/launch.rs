@@ -25,6 +25,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct LaunchOptions {
     pub max_batch: usize,
+    /// The primaries' `--pipeline`.
+    pub pipeline: usize,
     pub pages: crate::nodes::PageArgs,
     /// Gateway listen address (`None`: no gateway).
     pub gateway: Option<SocketAddr>,
@@ -38,6 +40,7 @@ impl LaunchOptions {
     pub fn driven(pages: &crate::nodes::PageArgs, gateway: Option<SocketAddr>) -> Self {
         LaunchOptions {
             max_batch: 64,
+            pipeline: crate::nodes::DEFAULT_PIPELINE,
             pages: pages.clone(),
             gateway,
             keep_results: None,
@@ -243,6 +246,7 @@ impl LocalCluster {
         for p in &c.primaries {
             let mut args = node_args("primary", p.id);
             args.extend(["--max-batch".into(), options.max_batch.to_string()]);
+            args.extend(["--pipeline".into(), options.pipeline.to_string()]);
             nodes.push((format!("primary-{}", p.id), args, &p.addr));
         }
         for (name, mut args, addr) in nodes {

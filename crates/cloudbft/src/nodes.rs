@@ -47,7 +47,14 @@ pub struct PrimaryArgs {
     /// Most requests per PREPARE; 1 turns batching off.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
+    /// Most PREPAREs the groups have not decided yet; requests gather meanwhile, so batches
+    /// grow with the load. 0 sends a PREPARE whenever the USIG is free.
+    #[arg(long, default_value_t = DEFAULT_PIPELINE)]
+    pub pipeline: usize,
 }
+
+/// The primaries' default `--pipeline`.
+pub const DEFAULT_PIPELINE: usize = primary::pacing::DEFAULT_DEPTH;
 
 #[derive(Args, Debug, Clone)]
 pub struct ReplicaArgs {
@@ -203,6 +210,7 @@ pub fn primary(args: PrimaryArgs) -> Result<()> {
     let options = PrimaryOptions {
         usig_socket: args.node.usig_socket(&node, &args.usig_socket)?,
         max_batch: args.max_batch,
+        pipeline: args.pipeline,
         node,
     };
     run_until_signal(&args.node, |stop| node::primary::run(options, stop))

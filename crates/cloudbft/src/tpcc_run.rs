@@ -300,6 +300,7 @@ fn run_cluster(
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
+            pipeline: crate::nodes::DEFAULT_PIPELINE,
             pages: args.pages.clone(),
             gateway: None,
             keep_results: None,

@@ -17,9 +17,9 @@ use crate::view::{
 use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
-    EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare,
-    Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature, SigningKey,
-    View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    Decided, EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule,
+    Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
+    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -67,6 +67,9 @@ pub enum Action {
         warrants: Option<RangeInclusive<u64>>,
         slots: Vec<u64>,
     },
+    /// Tell primary candidate `to` that we decided its PREPARE: a pacing hint, nothing else
+    /// depends on it (`primary::pacing`).
+    SendDecided { to: NodeId, decided: Decided },
     /// Write the decision for this slot durably, then call [`ReplicaCore::persisted`].
     Persist {
         slot: u64,
@@ -1388,15 +1391,29 @@ impl ReplicaCore {
         actions
     }
 
-    /// The decision for `slot` is durable: send it to the database nodes.
+    /// The decision for `slot` is durable: send it to the database nodes, and tell the
+    /// PREPARE's primary (its pacing hint, [`Action::SendDecided`]).
     pub fn persisted(&mut self, slot: u64) -> Vec<Action> {
         let Some(agreement) = self.agreements.remove(&slot) else {
             return Vec::new();
         };
         self.decided.insert(slot, agreement.proposal);
+        let mut actions: Vec<Action> = agreement
+            .prepare
+            .as_ref()
+            .map(|p| Action::SendDecided {
+                to: p.primary,
+                decided: Decided {
+                    view: p.view,
+                    counter: p.ui.counter,
+                },
+            })
+            .into_iter()
+            .collect();
         let executions = agreement.executions.unwrap_or_default();
         if executions.is_empty() {
-            return self.next_warrant();
+            actions.extend(self.next_warrant());
+            return actions;
         }
         for e in &executions {
             // A new view's cut decides executions of earlier slots with its NEW-VIEW slot.
@@ -1422,10 +1439,10 @@ impl ReplicaCore {
                 }
             }
         }
-        let mut actions = vec![Action::SendCommitDb {
+        actions.push(Action::SendCommitDb {
             to: None,
             commit_db: self.commit_db(executions),
-        }];
+        });
         actions.extend(self.next_warrant());
         actions
     }

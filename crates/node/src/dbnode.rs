@@ -153,7 +153,7 @@ async fn run_app<A: Application>(
                     Item::CommitDbs(commit_dbs) => {
                         break 'took on_commit_dbs(&mut voter, &metrics, &mut voting, &commit_dbs)
                     }
-                    Item::Requests(_) | Item::ReplyCommitDbs(_) => {
+                    Item::Requests(_) | Item::ReplyCommitDbs(_) | Item::Decided(..) => {
                         unreachable!("a database node's intake batches COMMIT-DBs only")
                     }
                 };

@@ -4,9 +4,9 @@
 //! one batch (`proto::crypto::verify_batch`: from about 8 signatures on, each costs well under
 //! half a single check), and signs the REPLYs that a burst of results completes together.
 //!
-//! REPLY-COMMIT-DBs and COMMIT-DBs are not signed: they count only with the node whose
-//! authenticated link they came on (`net::Inbound::link`), which goes with each of them to the
-//! core. One that came on a plain connection is counted (`unlinked_…`) and dropped.
+//! REPLY-COMMIT-DBs, COMMIT-DBs and DECIDEDs are not signed: they count only with the node
+//! whose authenticated link they came on (`net::Inbound::link`), which goes with each of them to
+//! the core. One that came on a plain connection is counted (`unlinked_…`) and dropped.
 //!
 //! The batched messages of a burst go ahead of the other messages that arrived in it. Nothing
 //! depends on that order: a signature check has the same outcome whenever it runs, a PREPARE
@@ -15,7 +15,7 @@
 //! order.
 
 use crate::metrics::Metrics;
-use proto::{CommitDb, Message, NodeId, ReplyCommitDb, Request};
+use proto::{CommitDb, Decided, Message, NodeId, ReplyCommitDb, Request};
 use std::collections::VecDeque;
 use tokio::sync::mpsc;
 
@@ -37,6 +37,8 @@ pub(crate) enum Item {
     ReplyCommitDbs(Vec<(NodeId, ReplyCommitDb)>),
     /// The COMMIT-DBs of one burst, in arrival order, each with the node whose link it came on.
     CommitDbs(Vec<(NodeId, CommitDb)>),
+    /// A replica's pacing hint, with the node whose link it came on.
+    Decided(NodeId, Decided),
 }
 
 /// The messages a node's core takes in batches; the others come one by one.
@@ -45,6 +47,8 @@ pub(crate) struct Batches {
     pub requests: bool,
     pub reply_commit_dbs: bool,
     pub commit_dbs: bool,
+    /// Not batched, but taken with its link (a primary's pacing hints).
+    pub decided: bool,
 }
 
 /// The decoding end of a node's inbound frames.
@@ -101,6 +105,12 @@ impl Intake {
                     (Some(Message::CommitDb(_)), None) if batches.commit_dbs => {
                         metrics.reject("unlinked_commit_db")
                     }
+                    (Some(Message::Decided(d)), Some(from)) if batches.decided => {
+                        others.push(Item::Decided(from, d))
+                    }
+                    (Some(Message::Decided(_)), None) if batches.decided => {
+                        metrics.reject("unlinked_decided")
+                    }
                     (Some(message), _) => others.push(Item::Message(message, inbound.frame.len())),
                     (None, _) => {}
                 }
@@ -132,8 +142,8 @@ mod tests {
         }
     }
 
-    /// A COMMIT-DB or REPLY-COMMIT-DB goes to the core with the node whose link it came on;
-    /// one that came on a plain connection is counted and dropped.
+    /// A COMMIT-DB, REPLY-COMMIT-DB or DECIDED goes to the core with the node whose link it
+    /// came on; one that came on a plain connection is counted and dropped.
     #[tokio::test]
     async fn linked_messages_carry_their_link_and_unlinked_ones_are_dropped() {
         let metrics = Metrics::register(&mut net::metrics::Registry::default());
@@ -147,12 +157,18 @@ mod tests {
             db_node: NodeId(11),
             results: vec![(1, vec![1])],
         });
+        let decided = Decided {
+            view: proto::View(0),
+            counter: 3,
+        };
         let (tx, rx) = mpsc::channel(8);
         for frame in [
             inbound(&commit_db, Some(101)),
             inbound(&commit_db, None),
             inbound(&reply, None),
             inbound(&reply, Some(11)),
+            inbound(&Message::Decided(decided), None),
+            inbound(&Message::Decided(decided), Some(102)),
         ] {
             tx.send(frame).await.unwrap();
         }
@@ -160,6 +176,7 @@ mod tests {
             requests: true,
             reply_commit_dbs: true,
             commit_dbs: true,
+            decided: true,
         };
         let mut intake = Intake::new(rx, batches);
         let Some(Item::ReplyCommitDbs(replies)) = intake.next(&metrics).await else {
@@ -172,7 +189,12 @@ mod tests {
         };
         assert_eq!(commit_dbs.len(), 1);
         assert_eq!(commit_dbs[0].0, NodeId(101));
+        let Some(Item::Decided(from, d)) = intake.next(&metrics).await else {
+            panic!("then the DECIDED that came on a link");
+        };
+        assert_eq!((from, d), (NodeId(102), decided));
         assert_eq!(metrics.rejected("unlinked_commit_db"), 1);
         assert_eq!(metrics.rejected("unlinked_reply_commit_db"), 1);
+        assert_eq!(metrics.rejected("unlinked_decided"), 1);
     }
 }

@@ -66,6 +66,9 @@ pub struct Metrics {
     /// Requests waiting for the primary's next batch (one per client), and the most that may.
     pub admission_waiting: Gauge<u64, AtomicU64>,
     pub admission_capacity: Gauge<u64, AtomicU64>,
+    /// The primary's PREPAREs undecided now, and those that expired undecided (`primary::pacing`).
+    pub pacing_undecided: Gauge<u64, AtomicU64>,
+    pub pacing_expired: Counter,
     /// 1 once f+1 EPOCH-CLOSEs of every group certify the end of this configuration epoch
     /// (replica; docs/protocol.md, "Reconfiguration").
     pub epoch_closed: Gauge<u64, AtomicU64>,
@@ -193,6 +196,8 @@ impl Metrics {
             recoveries: Counter::default(),
             admission_waiting: Gauge::default(),
             admission_capacity: Gauge::default(),
+            pacing_undecided: Gauge::default(),
+            pacing_expired: Counter::default(),
             epoch_closed: Gauge::default(),
             config_epoch: Gauge::default(),
             view: Gauge::default(),
@@ -304,6 +309,16 @@ impl Metrics {
             m.admission_capacity.clone(),
         );
         r.register(
+            "pacing_undecided",
+            "The primary's PREPAREs that f+1 replicas of a group have not said DECIDED for yet",
+            m.pacing_undecided.clone(),
+        );
+        r.register(
+            "pacing_expired",
+            "PREPAREs that stopped holding back the next one without their DECIDEDs (hints lost or withheld)",
+            m.pacing_expired.clone(),
+        );
+        r.register(
             "epoch_closed",
             "1 once this configuration epoch's end is certified (an online reconfiguration)",
             m.epoch_closed.clone(),
@@ -345,6 +360,13 @@ impl Metrics {
     pub fn admission(&self, waiting: usize, capacity: usize) {
         self.admission_waiting.set(waiting as u64);
         self.admission_capacity.set(capacity as u64);
+    }
+
+    /// The primary's pacing window: PREPAREs undecided now, and expired since the start.
+    pub fn pacing(&self, undecided: usize, expired: u64) {
+        self.pacing_undecided.set(undecided as u64);
+        let counted = self.pacing_expired.get();
+        self.pacing_expired.inc_by(expired.saturating_sub(counted));
     }
 
     /// Counts a received frame of this kind.
@@ -420,6 +442,7 @@ pub fn kind(message: &proto::Message) -> &'static str {
         PositionReport(_) => "position_report",
         ConfigRequest(_) => "config_request",
         EpochStarted(_) => "epoch_started",
+        Decided(_) => "decided",
     }
 }
 

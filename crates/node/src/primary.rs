@@ -28,6 +28,8 @@ pub struct PrimaryOptions {
     pub usig_socket: PathBuf,
     /// Most requests per PREPARE (1 turns batching off).
     pub max_batch: usize,
+    /// Most PREPAREs undecided by the groups at once (0: no limit; `primary::pacing`).
+    pub pipeline: usize,
 }
 
 /// Runs the primary until `shutdown` completes.
@@ -47,6 +49,7 @@ pub async fn run(
     } = options.node.start().await?;
     let batches = Batches {
         requests: true,
+        decided: true,
         ..Batches::default()
     };
     let mut intake = Intake::new(inbound, batches);
@@ -59,6 +62,7 @@ pub async fn run(
             View(0),
             options.max_batch.max(1),
         )
+        .with_pipeline(options.pipeline)
     };
     let mut core = new_core(&cluster);
     let mut epochs = Epochs::new(options.node.config_path.clone(), &cluster);
@@ -67,7 +71,12 @@ pub async fn run(
     let mut tick = tokio::time::interval(options.node.tick);
     // When each admitted request arrived, until the PREPARE that orders it goes out.
     let mut arrivals = Timings::default();
-    tracing::info!(id = me.0, max_batch = options.max_batch, "primary running");
+    tracing::info!(
+        id = me.0,
+        max_batch = options.max_batch,
+        pipeline = options.pipeline,
+        "primary running"
+    );
     tokio::pin!(shutdown);
     loop {
         let actions = tokio::select! {
@@ -77,6 +86,9 @@ pub async fn run(
                     Item::Message(message, _) => message,
                     Item::Requests(requests) => {
                         break 'took on_requests(&mut core, &metrics, &mut arrivals, requests)
+                    }
+                    Item::Decided(from, decided) => {
+                        break 'took handled(&metrics, core.on_decided(from, decided))
                     }
                     Item::ReplyCommitDbs(_) | Item::CommitDbs(_) => {
                         unreachable!("the primary's intake batches requests only")
@@ -142,7 +154,9 @@ pub async fn run(
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
                 metrics.admission(core.pending(), core.pending_capacity());
-                core.on_tick()
+                let actions = core.on_tick();
+                metrics.pacing(core.undecided(), core.pacing_expired());
+                actions
             }
         };
         let replicas = cluster.config.replicas.iter().map(|r| NodeId(r.id));
@@ -275,6 +289,7 @@ fn handled(metrics: &Metrics, result: Result<Vec<Action>, Rejection>) -> Vec<Act
             // Replicas send JOINs to every candidate too.
             Rejection::NotPrimary => return Vec::new(),
             Rejection::BadJoin => "bad_join",
+            Rejection::NotReplica => "decided_from_non_replica",
             // A full admission queue: the client retransmits (crates/primary's admission).
             Rejection::Overloaded => "admission_full",
         };

@@ -373,7 +373,7 @@ pub async fn run(
     let batches = Batches {
         requests: true,
         reply_commit_dbs: true,
-        commit_dbs: false,
+        ..Batches::default()
     };
     let mut intake = Intake::new(inbound, batches);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
@@ -420,7 +420,9 @@ pub async fn run(
                         metrics.stage(Stage::Handle, arrived.elapsed());
                         break 'took actions
                     }
-                    Item::CommitDbs(_) => unreachable!("a replica's intake does not batch COMMIT-DBs"),
+                    Item::CommitDbs(_) | Item::Decided(..) => {
+                        unreachable!("a replica's intake takes neither COMMIT-DBs nor DECIDEDs")
+                    }
                 };
                 match message {
                     Message::Configure(configure) => {
@@ -601,6 +603,9 @@ pub async fn run(
                         Some(db) => peers.to_node(db, &m),
                         None => peers.to_nodes(roles.db_nodes.iter().copied(), &m),
                     }
+                }
+                Action::SendDecided { to, decided } => {
+                    peers.to_node(to, &Message::Decided(decided));
                 }
                 Action::SendJoin(join) => {
                     peers.to_nodes(roles.candidates.iter().copied(), &Message::Join(join));

@@ -4,7 +4,9 @@
 //! them, newer than the client's last ordered request), queues them fairly per client
 //! ([`admission`](crate::admission): one waiting request per client, round robin, bounded),
 //! batches everything pending without ever waiting to fill a batch, and keeps exactly one batch at the USIG at a time: while the trusted
-//! component warrants one batch (milliseconds on a TPM), the next one accumulates. Each request
+//! component warrants one batch (milliseconds on a TPM), the next one accumulates. With a
+//! pipeline depth ([`PrimaryCore::with_pipeline`]) it also keeps at most that many PREPAREs
+//! undecided by the groups ([`pacing`](crate::pacing)), so that under load batches grow. Each request
 //! goes to the group serving its partition; a multi-partition request to the group of its first
 //! partition.
 //!
@@ -17,13 +19,14 @@
 //! epoch's core ([`PrimaryCore::take_pending`]).
 
 use crate::admission::Admission;
+use crate::pacing::Pacing;
 use group::view::Slot;
 use group::view::{primary_of, Checker, Invalid};
 use proto::config::Cluster;
 use proto::reconfig::ReconfigError;
 use proto::{
-    ClientId, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare, PrepareEntry,
-    Proposal, Reconfigure, Request, View, ViewChange,
+    ClientId, Decided, GroupId, Incarnation, Join, NewView, NodeId, PartitionRule, Prepare,
+    PrepareEntry, Proposal, Reconfigure, Request, View, ViewChange,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -45,6 +48,8 @@ pub enum Rejection {
     BadJoin,
     /// The admission queue is full (the client retransmits; see [`crate::admission`]).
     Overloaded,
+    /// A DECIDED from a node that is no replica of the configuration.
+    NotReplica,
 }
 
 /// What the driver must do.
@@ -97,6 +102,8 @@ pub struct PrimaryCore {
     closed_at: Option<u64>,
     /// The operator asked where our USIG sequence stands: nothing more is warranted.
     frozen: bool,
+    /// The PREPAREs the groups have not decided yet, and how many may be.
+    pacing: Pacing,
 }
 
 impl PrimaryCore {
@@ -128,7 +135,40 @@ impl PrimaryCore {
             reconfigure: None,
             closed_at: None,
             frozen: false,
+            pacing: Pacing::new(0),
         }
+    }
+
+    /// Keeps at most `depth` PREPAREs undecided by the groups (0, the default: no limit), so
+    /// that requests gather while the groups work ([`crate::pacing`]).
+    pub fn with_pipeline(mut self, depth: usize) -> Self {
+        self.pacing = Pacing::new(depth);
+        self
+    }
+
+    /// A replica's DECIDED, from the node its authenticated link names: one more hint towards
+    /// the f+1 that decide a PREPARE for the pacing window (hints of other views are stale).
+    pub fn on_decided(&mut self, from: NodeId, decided: Decided) -> Result<Vec<Action>, Rejection> {
+        let group = self
+            .cluster
+            .group_of_replica(from)
+            .ok_or(Rejection::NotReplica)?;
+        if decided.view != self.view {
+            return Ok(Vec::new());
+        }
+        let quorum = self.cluster.config.f + 1;
+        self.pacing.on_decided(group, from, decided.counter, quorum);
+        Ok(self.next_batch())
+    }
+
+    /// PREPAREs sent and not yet decided by f+1 replicas of each group they have work for.
+    pub fn undecided(&self) -> usize {
+        self.pacing.undecided()
+    }
+
+    /// PREPAREs that stopped holding back the next one undecided, since the start.
+    pub fn pacing_expired(&self) -> u64 {
+        self.pacing.expired()
     }
 
     /// Warrants nothing more in this epoch (the operator asked where our USIG sequence stands;
@@ -310,6 +350,7 @@ impl PrimaryCore {
                 };
                 self.view = view;
                 self.view_changes.retain(|v, _| *v > view);
+                self.pacing.clear();
                 // What we admitted in earlier views need not be in this view's history: a
                 // candidate cut off while the others moved on goes on ordering in its old view,
                 // unaware, and every replica ignores those PREPAREs. A client's retransmission
@@ -362,6 +403,8 @@ impl PrimaryCore {
             self.ordered_in
                 .insert(e.request.client, (e.request.timestamp, counter));
         }
+        let groups = prepare.entries.iter().map(|e| e.group).collect();
+        self.pacing.sent(counter, groups);
         let proposal = Proposal::Prepare(prepare);
         self.keep(proposal.clone());
         let mut actions = vec![Action::Broadcast(proposal)];
@@ -384,11 +427,13 @@ impl PrimaryCore {
             .collect()
     }
 
-    /// A timer tick: PREPAREs may be re-broadcast again, and requests admission held back
-    /// (a client over its share) may be due for a batch now.
+    /// A timer tick: PREPAREs may be re-broadcast again, requests admission held back (a
+    /// client over its share) may be due for a batch now, and PREPAREs undecided for too long
+    /// stop holding back the next.
     pub fn on_tick(&mut self) -> Vec<Action> {
         self.rebroadcast.clear();
         self.pending.tick();
+        self.pacing.tick();
         self.next_batch()
     }
 
@@ -478,6 +523,13 @@ impl PrimaryCore {
         if self.pending.is_empty() && self.joins.is_empty() {
             return Vec::new();
         }
+        // JOINs never wait: a restarted replica is blind until one is ordered.
+        if !self
+            .pacing
+            .open(self.pending.len() >= self.max_batch || !self.joins.is_empty())
+        {
+            return Vec::new();
+        }
         let entries = self.pending.take(self.max_batch);
         if entries.is_empty() && self.joins.is_empty() {
             return Vec::new();
@@ -537,6 +589,77 @@ mod tests {
         assert_eq!(prepare.entries.len(), 1);
         assert_eq!(prepare.entries[0].group, GroupId(0));
         assert_eq!(p.pending(), 1, "the next batch took max_batch = 2");
+    }
+
+    /// With a pipeline of one, requests gather while a PREPARE is undecided and go out together
+    /// once f+1 replicas of its group said DECIDED; hints of other views or nodes do nothing.
+    #[test]
+    fn with_a_pipeline_requests_gather_until_the_group_decides() {
+        let mut p = primary(64).with_pipeline(1);
+        let first = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = first.as_slice() else {
+            panic!("{first:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(prepare))] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let counter = prepare.ui.counter;
+        for c in 2..=4 {
+            assert!(p.on_request(request(c, 1, &[0])).unwrap().is_empty());
+        }
+        assert_eq!(p.undecided(), 1);
+        let hint = |counter| Decided {
+            view: View(0),
+            counter,
+        };
+        let stale = Decided {
+            view: View(1),
+            counter,
+        };
+        assert_eq!(
+            p.on_decided(NodeId(11), hint(counter)),
+            Err(Rejection::NotReplica)
+        );
+        assert!(p.on_decided(NodeId(101), stale).unwrap().is_empty());
+        assert!(p.on_decided(NodeId(102), stale).unwrap().is_empty());
+        assert!(p.on_decided(NodeId(201), hint(counter)).unwrap().is_empty());
+        assert!(p.on_decided(NodeId(101), hint(counter)).unwrap().is_empty());
+        let out = p.on_decided(NodeId(102), hint(counter)).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::Prepare(prepare))] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            prepare.entries.len(),
+            3,
+            "the three gathered in one PREPARE"
+        );
+    }
+
+    /// Without any DECIDED (hints lost, or every replica withholding them), the next batch
+    /// still goes out once the undecided PREPARE expired: hints cost throughput, never liveness.
+    #[test]
+    fn without_hints_the_next_batch_goes_out_after_the_expiry() {
+        let mut p = primary(64).with_pipeline(1);
+        let first = p.on_request(request(1, 1, &[0])).unwrap();
+        let [Action::Warrant { bytes }] = first.as_slice() else {
+            panic!("{first:?}")
+        };
+        p.warranted(warrant(bytes));
+        assert!(p.on_request(request(2, 1, &[0])).unwrap().is_empty());
+        for _ in 1..crate::pacing::EXPIRE_TICKS {
+            assert!(p.on_tick().is_empty());
+        }
+        let out = p.on_tick();
+        assert!(
+            matches!(out.as_slice(), [Action::Warrant { .. }]),
+            "{out:?}"
+        );
+        assert_eq!(p.pacing_expired(), 1);
     }
 
     fn join(replica: u32, warranted_by: u32) -> Join {

@@ -5,3 +5,4 @@
 
 pub mod admission;
 pub mod core;
+pub mod pacing;

@@ -19,8 +19,8 @@ pub use batch::BatchSignature;
 pub use crypto::{PublicKey, Signature, SigningKey};
 pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{
-    chain, chain_start, Commit, CommitDb, Envelope, Execution, FetchCommits, FetchPrepares,
-    Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
+    chain, chain_start, Commit, CommitDb, Decided, Envelope, Execution, FetchCommits,
+    FetchPrepares, Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
 };
 pub use reconfig::{
     ConfigRequest, Configure, EpochClose, EpochStarted, PositionReport, PositionRequest,

@@ -16,7 +16,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 6: REPLYs carry a batch signature (one signature per batch of replies, and a Merkle path).
 /// 7: the same messages, but Ed25519 signatures are checked under ZIP 215 (`crypto`): nodes of
 /// version 6 check under RFC 8032's rules and could disagree with 7 on a crafted signature.
-pub const PROTOCOL_VERSION: u16 = 8;
+/// 8: COMMIT-DB and REPLY-COMMIT-DB unsigned, on authenticated links.
+/// 9: DECIDED, the replicas' pacing hint to the primary.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,6 +310,19 @@ pub struct ReplyCommitDb {
     pub results: Vec<(u64, Vec<u8>)>,
 }
 
+/// A replica's pacing hint to the primary of `view`: it decided the PREPARE with this warrant
+/// counter (and, as far as it knows, every earlier one with work for its group).
+///
+/// The primary keeps at most a few PREPAREs undecided and lets requests gather meanwhile, so
+/// that batches grow with the load (docs/protocol.md, "Pacing"). It proves nothing and decides
+/// nothing: not signed, it counts only from the link of a replica of the configuration, and
+/// the primary takes a counter as decided in a group once f+1 of its replicas said so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decided {
+    pub view: View,
+    pub counter: u64,
+}
+
 /// A group member's page for a client's request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
@@ -466,6 +481,7 @@ pub enum Message {
     PositionReport(crate::PositionReport),
     ConfigRequest(crate::ConfigRequest),
     EpochStarted(crate::reconfig::EpochStarted),
+    Decided(Decided),
 }
 
 /// What travels in one frame: the protocol version and one message.

@@ -365,6 +365,12 @@ fn reconfiguration() -> impl Strategy<Value = Message> {
                 signature,
             })
         }),
+        (any::<u64>(), any::<u64>()).prop_map(|(view, counter)| {
+            Message::Decided(Decided {
+                view: View(view),
+                counter,
+            })
+        }),
     ]
 }
 

@@ -47,6 +47,8 @@ pub struct Options {
     pub requests_per_client: u64,
     /// Most requests per PREPARE.
     pub max_batch: usize,
+    /// The primary's pipeline depth (`primary::pacing`).
+    pub pipeline: usize,
     /// Clients check the replicas' signatures on REPLYs (the gateway's work, not the ordering
     /// path's: off in the benchmark, on in the tests).
     pub verify_replies: bool,
@@ -61,6 +63,7 @@ impl Options {
             clients: 256,
             requests_per_client,
             max_batch: 64,
+            pipeline: primary::pacing::DEFAULT_DEPTH,
             verify_replies: false,
         }
     }
@@ -165,7 +168,8 @@ impl Harness {
             primary_id,
             View(0),
             options.max_batch,
-        );
+        )
+        .with_pipeline(options.pipeline);
         let replica_ids: Vec<NodeId> = cluster.members(GroupId(0)).map(|r| NodeId(r.id)).collect();
         let replicas = replica_ids
             .iter()
@@ -331,9 +335,17 @@ impl Harness {
                 (Ok(Message::Request(r)), _) => requests.push(r),
                 (Ok(Message::ReplyCommitDb(r)), Some(from)) => replies.push((from, r)),
                 (Ok(Message::CommitDb(c)), Some(from)) => commit_dbs.push((from, c)),
-                (Ok(Message::ReplyCommitDb(_) | Message::CommitDb(_)), None) | (Err(_), _) => {
-                    self.report.rejected += 1
+                (Ok(Message::Decided(d)), Some(from)) if to == Addr::Primary => {
+                    match self.primary.on_decided(from, d) {
+                        Ok(actions) => self.primary_actions(actions),
+                        Err(_) => self.report.rejected += 1,
+                    }
                 }
+                (
+                    Ok(Message::ReplyCommitDb(_) | Message::CommitDb(_) | Message::Decided(_)),
+                    None,
+                )
+                | (Err(_), _) => self.report.rejected += 1,
                 (Ok(message), _) => others.push(message),
             }
         }
@@ -453,6 +465,10 @@ impl Harness {
                         .collect();
                     let me = self.replica_ids[i];
                     self.send_linked(me, dbs, &Message::CommitDb(commit_db));
+                }
+                ReplicaAction::SendDecided { decided, .. } => {
+                    let me = self.replica_ids[i];
+                    self.send_linked(me, [Addr::Primary], &Message::Decided(decided));
                 }
                 ReplicaAction::SendCheckpoint { to, checkpoint } => {
                     let peers: Vec<Addr> = (0..self.replicas.len())

@@ -13,7 +13,7 @@ use proto::config::{Cluster, ClusterConfig, GroupConfig, ReplicaConfig};
 use proto::reconfig::{check_successor, replace_member, EpochStarted, PositionReport};
 use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
-    ClientId, CommitDb, ConfigRequest, Configure, GroupId, Message, NodeId, PartitionId,
+    ClientId, CommitDb, ConfigRequest, Configure, Decided, GroupId, Message, NodeId, PartitionId,
     PartitionRule, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
     Signature, View,
 };
@@ -258,6 +258,8 @@ enum Msg {
     CommitDb(NodeId, CommitDb),
     /// A REPLY-COMMIT-DB on the authenticated link of the database node that sent it.
     ReplyCommitDb(NodeId, ReplyCommitDb),
+    /// A DECIDED on the authenticated link of the replica that sent it.
+    Decided(NodeId, Decided),
 }
 
 struct Client {
@@ -828,6 +830,15 @@ impl World {
                 self.client_configure(c, &configure)
             }
             (Addr::Primary(id), Msg::Proto(m)) => self.primary_message(id, m),
+            (Addr::Primary(id), Msg::Decided(from, decided)) => {
+                let Some(p) = self.primaries.get_mut(&id) else {
+                    return;
+                };
+                match p.core.on_decided(from, decided) {
+                    Ok(actions) => self.primary_actions(id, actions),
+                    Err(_) => self.rejected += 1,
+                }
+            }
             (Addr::Primary(id), Msg::FetchPrepares(from, range)) => {
                 if id == FIRST_PRIMARY && !self.answers(from) {
                     return;
@@ -1512,6 +1523,9 @@ impl World {
                         self.send(Addr::Replica(peer), Msg::Proto(m.clone()));
                     }
                 }
+                ReplicaAction::SendDecided { to, decided } => {
+                    self.send(Addr::Primary(to), Msg::Decided(id, decided))
+                }
                 ReplicaAction::Persist { slot, .. } => {
                     if let Some(node) = self.replicas.get_mut(&id) {
                         queue.extend(node.core.persisted(slot));
@@ -1871,7 +1885,8 @@ impl ReplicaNode {
 impl PrimaryNode {
     fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, max_batch: usize) -> Self {
         PrimaryNode {
-            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), max_batch),
+            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), max_batch)
+                .with_pipeline(primary::pacing::DEFAULT_DEPTH),
             usig,
             cluster: cluster.clone(),
             shape: None,
