@@ -363,10 +363,12 @@ impl Metrics {
     }
 
     /// The primary's pacing window: PREPAREs undecided now, and expired since the start.
-    pub fn pacing(&self, undecided: usize, expired: u64) {
+    /// Returns how many expired since the last call.
+    pub fn pacing(&self, undecided: usize, expired: u64) -> u64 {
         self.pacing_undecided.set(undecided as u64);
-        let counted = self.pacing_expired.get();
-        self.pacing_expired.inc_by(expired.saturating_sub(counted));
+        let new = expired.saturating_sub(self.pacing_expired.get());
+        self.pacing_expired.inc_by(new);
+        new
     }
 
     /// Counts a received frame of this kind.

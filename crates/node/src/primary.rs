@@ -155,7 +155,15 @@ pub async fn run(
                 metrics.transport.update(peers.transport());
                 metrics.admission(core.pending(), core.pending_capacity());
                 let actions = core.on_tick();
-                metrics.pacing(core.undecided(), core.pacing_expired());
+                let expired = metrics.pacing(core.undecided(), core.pacing_expired());
+                if expired > 0 {
+                    tracing::debug!(
+                        id = me.0,
+                        expired,
+                        "PREPAREs expired undecided: no DECIDED from f+1 replicas of a group \
+                         within two ticks (start-up, lost hints, or slow replicas)"
+                    );
+                }
                 actions
             }
         };
