@@ -58,6 +58,9 @@ pub struct RunArgs {
     /// Most requests per PREPARE; 1 turns batching off.
     #[arg(long, default_value_t = 64)]
     pub max_batch: usize,
+    /// The primaries' `--pipeline`: most PREPAREs undecided at once (0: no limit).
+    #[arg(long, default_value_t = crate::nodes::DEFAULT_PIPELINE)]
+    pub pipeline: usize,
     #[command(flatten)]
     pub pages: crate::nodes::PageArgs,
     /// Working directory (must not exist; default: a new temporary directory, removed after).
@@ -300,7 +303,7 @@ fn run_cluster(
         false,
         &LaunchOptions {
             max_batch: args.max_batch,
-            pipeline: crate::nodes::DEFAULT_PIPELINE,
+            pipeline: args.pipeline,
             pages: args.pages.clone(),
             gateway: None,
             keep_results: None,

@@ -67,8 +67,8 @@ pub enum Action {
         warrants: Option<RangeInclusive<u64>>,
         slots: Vec<u64>,
     },
-    /// Tell primary candidate `to` that we decided its PREPARE: a pacing hint, nothing else
-    /// depends on it (`primary::pacing`).
+    /// Tell primary candidate `to` that f+1 COMMITs decided its PREPARE here: a pacing hint,
+    /// nothing else depends on it (`primary::pacing`).
     SendDecided { to: NodeId, decided: Decided },
     /// Write the decision for this slot durably, then call [`ReplicaCore::persisted`].
     Persist {
@@ -1386,34 +1386,31 @@ impl ReplicaCore {
                     slot,
                     executions: executions.clone(),
                 });
+                // The primary's pacing hint: decided, whether or not durable yet (it proves
+                // nothing, and the log's fsync competes with the databases' for the disk).
+                if let Some(p) = &agreement.prepare {
+                    actions.push(Action::SendDecided {
+                        to: p.primary,
+                        decided: Decided {
+                            view: p.view,
+                            counter: p.ui.counter,
+                        },
+                    });
+                }
             }
         }
         actions
     }
 
-    /// The decision for `slot` is durable: send it to the database nodes, and tell the
-    /// PREPARE's primary (its pacing hint, [`Action::SendDecided`]).
+    /// The decision for `slot` is durable: send it to the database nodes.
     pub fn persisted(&mut self, slot: u64) -> Vec<Action> {
         let Some(agreement) = self.agreements.remove(&slot) else {
             return Vec::new();
         };
         self.decided.insert(slot, agreement.proposal);
-        let mut actions: Vec<Action> = agreement
-            .prepare
-            .as_ref()
-            .map(|p| Action::SendDecided {
-                to: p.primary,
-                decided: Decided {
-                    view: p.view,
-                    counter: p.ui.counter,
-                },
-            })
-            .into_iter()
-            .collect();
         let executions = agreement.executions.unwrap_or_default();
         if executions.is_empty() {
-            actions.extend(self.next_warrant());
-            return actions;
+            return self.next_warrant();
         }
         for e in &executions {
             // A new view's cut decides executions of earlier slots with its NEW-VIEW slot.
@@ -1439,10 +1436,10 @@ impl ReplicaCore {
                 }
             }
         }
-        actions.push(Action::SendCommitDb {
+        let mut actions = vec![Action::SendCommitDb {
             to: None,
             commit_db: self.commit_db(executions),
-        });
+        }];
         actions.extend(self.next_warrant());
         actions
     }

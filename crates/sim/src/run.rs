@@ -90,6 +90,8 @@ pub struct Scenario {
     /// Share of requests that touch two partitions.
     pub multi_partition: f64,
     pub max_batch: usize,
+    /// The primaries' pipeline depth (`primary::pacing`).
+    pub pipeline: usize,
     pub loss: f64,
     pub duplicate: f64,
     pub max_delay: u64,
@@ -129,6 +131,7 @@ impl Scenario {
             requests_per_client: 6,
             multi_partition: 0.2,
             max_batch: 4,
+            pipeline: primary::pacing::DEFAULT_DEPTH,
             loss: 0.05,
             duplicate: 0.05,
             max_delay: 10,
@@ -460,10 +463,7 @@ impl World {
             .iter()
             .map(|p| {
                 let id = NodeId(p.id);
-                (
-                    id,
-                    PrimaryNode::new(&cluster, id, usig(id), scenario.max_batch),
-                )
+                (id, PrimaryNode::new(&cluster, id, usig(id), &scenario))
             })
             .collect();
         World {
@@ -1030,7 +1030,7 @@ impl World {
             &next,
             id,
             std::mem::replace(&mut p.usig, usig(id)),
-            self.scenario.max_batch,
+            &self.scenario,
         );
         p.started_by = Some(configure.clone());
         let ack = acknowledgement(id, &next);
@@ -1883,10 +1883,10 @@ impl ReplicaNode {
 }
 
 impl PrimaryNode {
-    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, max_batch: usize) -> Self {
+    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, scenario: &Scenario) -> Self {
         PrimaryNode {
-            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), max_batch)
-                .with_pipeline(primary::pacing::DEFAULT_DEPTH),
+            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), scenario.max_batch)
+                .with_pipeline(scenario.pipeline),
             usig,
             cluster: cluster.clone(),
             shape: None,

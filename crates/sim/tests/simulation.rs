@@ -268,10 +268,12 @@ fn a_replica_cut_off_for_long_starts_over_and_rejoins() {
             new_epoch: false,
         },
     ];
+    // Whether the group gets far enough ahead meanwhile depends on the run: with the DECIDED
+    // hints (protocol version 9) seeds 45 and 49 keep the replica within reach of a fetch.
     let scenario = Scenario {
         requests_per_client: 300,
         loss: 0.0,
-        ..long(faults, 45)
+        ..long(faults, 46)
     };
     let outcome = run(scenario.clone());
     check(&scenario, &outcome);
