@@ -591,10 +591,9 @@ mod tests {
         assert_eq!(p.pending(), 1, "the next batch took max_batch = 2");
     }
 
-    /// With a pipeline of one, requests gather while a PREPARE is undecided and go out together
-    /// once f+1 replicas of its group said DECIDED; hints of other views or nodes do nothing.
-    #[test]
-    fn with_a_pipeline_requests_gather_until_the_group_decides() {
+    /// A primary with a pipeline of one that sent the PREPARE of one request, with its
+    /// warrant counter.
+    fn paced_with_one_undecided() -> (PrimaryCore, u64) {
         let mut p = primary(64).with_pipeline(1);
         let first = p.on_request(request(1, 1, &[0])).unwrap();
         let [Action::Warrant { bytes }] = first.as_slice() else {
@@ -605,6 +604,14 @@ mod tests {
             panic!("{out:?}")
         };
         let counter = prepare.ui.counter;
+        (p, counter)
+    }
+
+    /// With a pipeline of one, requests gather while a PREPARE is undecided and go out together
+    /// once f+1 replicas of its group said DECIDED; hints of other views or nodes do nothing.
+    #[test]
+    fn with_a_pipeline_requests_gather_until_the_group_decides() {
+        let (mut p, counter) = paced_with_one_undecided();
         for c in 2..=4 {
             assert!(p.on_request(request(c, 1, &[0])).unwrap().is_empty());
         }
@@ -644,12 +651,7 @@ mod tests {
     /// still goes out once the undecided PREPARE expired: hints cost throughput, never liveness.
     #[test]
     fn without_hints_the_next_batch_goes_out_after_the_expiry() {
-        let mut p = primary(64).with_pipeline(1);
-        let first = p.on_request(request(1, 1, &[0])).unwrap();
-        let [Action::Warrant { bytes }] = first.as_slice() else {
-            panic!("{first:?}")
-        };
-        p.warranted(warrant(bytes));
+        let (mut p, _) = paced_with_one_undecided();
         assert!(p.on_request(request(2, 1, &[0])).unwrap().is_empty());
         for _ in 1..crate::pacing::EXPIRE_TICKS {
             assert!(p.on_tick().is_empty());
