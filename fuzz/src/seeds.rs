@@ -513,6 +513,7 @@ impl Seeds {
             &testing::BytesArePartitions,
             &self.prepare,
             &|_| false,
+            &mut proto::batch::RootCache::default(),
         );
         vec![fresh.encode(), joined.encode(), ordered.encode()]
     }

@@ -106,6 +106,10 @@ pub struct Report {
     pub latency_ms: Percentiles,
     pub retransmissions: u64,
     pub errors: u64,
+    /// Requests per signature the load driver made (its endpoint signs the requests that are
+    /// ready together; 0 in reports from before requests were batch-signed).
+    #[serde(default)]
+    pub requests_per_signature: f64,
     /// CPU time of every process of the run (cluster and load driver) per measured operation
     /// (empty in reports from before it was measured).
     #[serde(default)]
@@ -498,6 +502,7 @@ async fn drive(
     }
     progress.abort();
     let (cpu_before, cpu_after) = cpu.await?;
+    let stats = client.stats();
     client.shutdown().await;
     if let Some(path) = &args.json {
         crate::report::write_cdf(
@@ -524,6 +529,7 @@ async fn drive(
         latency_ms: Percentiles::of(&histogram),
         retransmissions,
         errors,
+        requests_per_signature: stats.requests_sent as f64 / stats.request_signatures.max(1) as f64,
         cpu,
         machine: machine(),
         interval_secs: interval.as_secs_f64(),
@@ -546,6 +552,10 @@ fn print_report(r: &Report) {
         r.machine
     );
     println!("{}", r.cpu.line());
+    println!(
+        "{:.1} requests per client signature (requests the driver signed together)",
+        r.requests_per_signature
+    );
 }
 
 #[cfg(test)]
@@ -579,7 +589,7 @@ pub(crate) mod tests {
             db: "sqlite".into(),
             clients,
             max_batch: 64,
-            pipeline: 2,
+            pipeline: 1,
             multi_partition: 0.0,
             duration_secs: 2.0,
             operations: (2.0 * throughput) as u64,
@@ -587,6 +597,7 @@ pub(crate) mod tests {
             latency_ms: percentiles(p50),
             retransmissions: 0,
             errors: 0,
+            requests_per_signature: 4.0,
             cpu: CpuPerOperation {
                 total_ms: by_role.values().sum(),
                 by_process: by_role.clone(),

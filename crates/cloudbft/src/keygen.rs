@@ -241,11 +241,21 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
         spare_ids.extend(replicas.iter().map(|r| r.usig));
         spares.replicas.extend(replicas);
     }
+    // The identities of one endpoint share its key: one process holds them all anyway, and
+    // the endpoint then signs the requests that are ready together once (docs/protocol.md,
+    // "Batch-signed REQUESTs").
+    let endpoint_keys = (0..endpoints.len())
+        .map(|_| {
+            SigningKey::generate()
+                .map_err(|_| anyhow::anyhow!("system random number generator failed"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     for c in 1..=args.clients {
+        let endpoint = ((c - 1) % endpoints.len() as u64) as usize;
         config.clients.push(ClientConfig {
             id: c,
-            addr: endpoints[((c - 1) % endpoints.len() as u64) as usize].clone(),
-            public_key: new_key(out, &format!("client-{c}"))?,
+            addr: endpoints[endpoint].clone(),
+            public_key: write_key(out, &format!("client-{c}"), &endpoint_keys[endpoint])?,
         });
     }
     for (k, identities) in hosted.iter().enumerate() {
@@ -298,10 +308,16 @@ fn group_replicas(
     Ok(replicas)
 }
 
-/// Writes a node's or client's signing key (seed, mode 0600) and returns its public key in hex.
+/// Writes a new signing key for a node or the operator (seed, mode 0600) and returns its public
+/// key in hex.
 fn new_key(out: &Path, name: &str) -> Result<String> {
     let key = SigningKey::generate()
         .map_err(|_| anyhow::anyhow!("system random number generator failed"))?;
+    write_key(out, name, &key)
+}
+
+/// Writes `key` as the key called `name` (seed, mode 0600) and returns its public key in hex.
+fn write_key(out: &Path, name: &str, key: &SigningKey) -> Result<String> {
     let path = key_path(out, name);
     let mut file = fs::OpenOptions::new()
         .write(true)

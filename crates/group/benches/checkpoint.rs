@@ -30,7 +30,13 @@ fn book(clients: u64) -> OrderBook {
         reconfigure: None,
     };
     let mut book = OrderBook::new(&cluster);
-    book.order(&cluster, &BytesArePartitions, &prepare, &|_| false);
+    book.order(
+        &cluster,
+        &BytesArePartitions,
+        &prepare,
+        &|_| false,
+        &mut proto::batch::RootCache::default(),
+    );
     book
 }
 

@@ -14,6 +14,7 @@ use crate::render::Renderer;
 use crate::view::{
     genesis_counter, in_configured_epoch, primary_of, stable, Checker, Cut, Low, Slot,
 };
+use proto::batch::RootCache;
 use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
@@ -326,6 +327,9 @@ pub struct ReplicaCore {
     sent_for: BTreeMap<u64, u64>,
     /// Client requests that reached us and are not ordered yet.
     waiting: BTreeMap<ClientId, Waiting>,
+    /// The client batch roots already checked, on arrival and in PREPAREs (docs/protocol.md,
+    /// "Batch-signed REQUESTs").
+    roots: RootCache,
     /// The highest view we asked to move to.
     requested: View,
     /// REQ-VIEW-CHANGEs: for each view, who asked, by group.
@@ -442,6 +446,7 @@ impl ReplicaCore {
             sent: BTreeMap::new(),
             sent_for: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            roots: RootCache::default(),
             requested: View(0),
             asked: BTreeMap::new(),
             left: BTreeMap::new(),
@@ -773,9 +778,13 @@ impl ReplicaCore {
         // A request waiting here was checked when it arrived from its client.
         let waiting = &self.waiting;
         let verified = |r: &Request| waiting.get(&r.client).is_some_and(|w| w.request == *r);
-        let ordered = self
-            .book
-            .order(&self.cluster, self.rule.as_ref(), prepare, &verified);
+        let ordered = self.book.order(
+            &self.cluster,
+            self.rule.as_ref(),
+            prepare,
+            &verified,
+            &mut self.roots,
+        );
         if !was_closed && self.book.is_closed() && self.reconfiguration.is_none() {
             self.reconfiguration = prepare
                 .reconfigure
@@ -1597,7 +1606,9 @@ impl ReplicaCore {
                 candidates.push(request);
             }
         }
-        let verdicts = Request::verify_many(&candidates, |c| self.cluster.client_key(c));
+        let cluster = &self.cluster;
+        let verdicts =
+            Request::verify_many(&candidates, |c| cluster.client_key(c), &mut self.roots);
         for (request, valid) in candidates.into_iter().zip(verdicts) {
             // Checked again: two requests of one client may arrive together.
             if valid && self.is_new(request) {

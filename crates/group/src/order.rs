@@ -1,6 +1,7 @@
 //! The global order and per-partition positions, derived identically by every replica from the
 //! sequence of PREPAREs (docs/protocol.md, "Global order and partitions").
 
+use proto::batch::RootCache;
 use proto::config::Cluster;
 use proto::{
     Anchor, ClientId, Execution, GroupId, Incarnation, Join, NodeId, PartitionId, PartitionRule,
@@ -148,13 +149,15 @@ impl OrderBook {
     /// or break partition isolation. `verified` names requests whose signature this replica
     /// has already checked (byte for byte the same request), which are not checked again: the
     /// outcome is the same, so every correct replica still derives the same book. The others
-    /// are checked in one batch, whose verdicts are those of single checks.
+    /// are checked in one batch, whose verdicts are those of single checks; `roots` holds the
+    /// client batch roots this replica checked before, which change no verdict either.
     pub fn order(
         &mut self,
         cluster: &Cluster,
         rule: &dyn PartitionRule,
         prepare: &Prepare,
         verified: &dyn Fn(&Request) -> bool,
+        roots: &mut RootCache,
     ) -> Vec<(GroupId, Execution)> {
         let mut out = Vec::new();
         if self.closed {
@@ -175,7 +178,8 @@ impl OrderBook {
             .filter(|(_, &seen)| !seen)
             .map(|(e, _)| &e.request)
             .collect();
-        let mut verdicts = Request::verify_many(&unchecked, |c| cluster.client_key(c)).into_iter();
+        let mut verdicts =
+            Request::verify_many(&unchecked, |c| cluster.client_key(c), roots).into_iter();
         for (entry, seen) in prepare.entries.iter().zip(seen) {
             let request = &entry.request;
             let signed = seen || verdicts.next().unwrap_or(false);
@@ -284,7 +288,13 @@ mod tests {
                 request(4, 1, &[0]),
             ],
         );
-        let out = book.order(&cluster, &BytesArePartitions, &p, &|_| false);
+        let out = book.order(
+            &cluster,
+            &BytesArePartitions,
+            &p,
+            &|_| false,
+            &mut RootCache::default(),
+        );
         let summary: Vec<(u64, Vec<(u32, u64)>)> = out
             .iter()
             .map(|(_, e)| (e.order, e.positions.clone()))
@@ -319,7 +329,13 @@ mod tests {
                 request(4, 1, &[1]),
             ],
         );
-        let out = book.order(&cluster, &BytesArePartitions, &p, &|_| false);
+        let out = book.order(
+            &cluster,
+            &BytesArePartitions,
+            &p,
+            &|_| false,
+            &mut RootCache::default(),
+        );
         let orders: Vec<(u64, ClientId)> = out
             .iter()
             .map(|(_, e)| (e.order, e.request.client))
@@ -344,12 +360,52 @@ mod tests {
             .map(|seen| {
                 let mut book = OrderBook::new(&cluster);
                 let checked = &requests[..seen];
-                let out = book.order(&cluster, &BytesArePartitions, &p, &|r| checked.contains(r));
+                let out = book.order(
+                    &cluster,
+                    &BytesArePartitions,
+                    &p,
+                    &|r| checked.contains(r),
+                    &mut RootCache::default(),
+                );
                 (out, book.digest())
             })
             .collect();
         assert_eq!(books[0].0.len(), 9, "the forged request gets no order");
         assert!(books.iter().all(|b| *b == books[0]));
+    }
+
+    /// Requests signed together by their endpoint's key: a PREPARE of them orders exactly the
+    /// authentic ones, whether this replica checked their batch's root before or not. An entry
+    /// whose bytes were altered, or whose path leads to the checked root under other signature
+    /// bytes, gets no order either way.
+    #[test]
+    fn batch_signed_requests_get_the_same_orders_with_or_without_known_roots() {
+        let cluster = TestCluster::new(1, 1, 2, 8).one_endpoint().cluster;
+        let unsigned: Vec<Request> = (1..=8)
+            .map(|c| Request::unsigned(ClientId(c), 1, vec![(c % 2) as u32], vec![(c % 2) as u8]))
+            .collect();
+        let mut requests = Request::sign_all(unsigned, &proto::testing::endpoint_key());
+        requests[3].timestamp = 2;
+        requests[5].signature.signature.0[9] ^= 1;
+        let p = prepare(&cluster, requests.clone());
+        let mut warm = RootCache::default();
+        let key = cluster.client_key(ClientId(1)).expect("configured");
+        assert!(Request::verify_many(&[&requests[0]], |_| Some(key), &mut warm)[0]);
+        let books: Vec<(Vec<(GroupId, Execution)>, MessageDigest)> = [RootCache::default(), warm]
+            .into_iter()
+            .map(|mut roots| {
+                let mut book = OrderBook::new(&cluster);
+                let out = book.order(&cluster, &BytesArePartitions, &p, &|_| false, &mut roots);
+                (out, book.digest())
+            })
+            .collect();
+        let ordered: Vec<u64> = books[0].0.iter().map(|(_, e)| e.request.client.0).collect();
+        assert_eq!(
+            ordered,
+            [1, 2, 3, 5, 7, 8],
+            "the altered and re-signed entries get no order"
+        );
+        assert_eq!(books[0], books[1]);
     }
 
     /// The book records where each candidate's latest PREPARE sits (a recovering replica
@@ -361,7 +417,13 @@ mod tests {
         assert_eq!(book.latest_prepare(NodeId(0)), None);
         let before = book.digest();
         let p = prepare(&cluster, Vec::new());
-        book.order(&cluster, &BytesArePartitions, &p, &|_| false);
+        book.order(
+            &cluster,
+            &BytesArePartitions,
+            &p,
+            &|_| false,
+            &mut RootCache::default(),
+        );
         let latest = book.latest_prepare(NodeId(0)).expect("recorded");
         assert_eq!((latest.epoch, latest.counter), (p.ui.epoch.0, p.ui.counter));
         assert_eq!(book.latest_prepare(NodeId(1)), None);
@@ -400,7 +462,13 @@ mod tests {
             "a valid JOIN"
         );
         let mut book = OrderBook::new(&cluster);
-        book.order(&cluster, &BytesArePartitions, &closing, &|_| false);
+        book.order(
+            &cluster,
+            &BytesArePartitions,
+            &closing,
+            &|_| false,
+            &mut RootCache::default(),
+        );
         assert!(book.is_closed());
         let at_the_end = book.digest();
         assert!(!book.join(&cluster, &join));
@@ -419,7 +487,13 @@ mod tests {
             (other, request(1, 1, &[1])),
             (serving, request(2, 1, &[1])),
         ]);
-        let out = book.order(&cluster, &BytesArePartitions, &p, &|_| false);
+        let out = book.order(
+            &cluster,
+            &BytesArePartitions,
+            &p,
+            &|_| false,
+            &mut RootCache::default(),
+        );
         let ordered: Vec<(GroupId, ClientId)> =
             out.iter().map(|(g, e)| (*g, e.request.client)).collect();
         assert_eq!(ordered, vec![(serving, ClientId(2))]);

@@ -22,6 +22,7 @@ use crate::admission::Admission;
 use crate::pacing::Pacing;
 use group::view::Slot;
 use group::view::{primary_of, Checker, Invalid};
+use proto::batch::RootCache;
 use proto::config::Cluster;
 use proto::reconfig::ReconfigError;
 use proto::{
@@ -104,6 +105,8 @@ pub struct PrimaryCore {
     frozen: bool,
     /// The PREPAREs the groups have not decided yet, and how many may be.
     pacing: Pacing,
+    /// The client batch roots already checked (docs/protocol.md, "Batch-signed REQUESTs").
+    roots: RootCache,
 }
 
 impl PrimaryCore {
@@ -136,6 +139,7 @@ impl PrimaryCore {
             closed_at: None,
             frozen: false,
             pacing: Pacing::new(0),
+            roots: RootCache::default(),
         }
     }
 
@@ -288,12 +292,8 @@ impl PrimaryCore {
     /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
     /// no replica can see.
     pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
-        let signed = self.is_primary()
-            && self
-                .cluster
-                .client_key(request.client)
-                .is_some_and(|key| request.verify(key));
-        self.on_checked_request(request, signed)
+        let mut results = self.on_requests(vec![request]);
+        results.pop().expect("one request in, one result out")
     }
 
     /// Several client requests, as [`PrimaryCore::on_request`] takes one (in order, one result
@@ -302,7 +302,8 @@ impl PrimaryCore {
     pub fn on_requests(&mut self, requests: Vec<Request>) -> Vec<Result<Vec<Action>, Rejection>> {
         let verdicts = if self.is_primary() {
             let all: Vec<&Request> = requests.iter().collect();
-            Request::verify_many(&all, |c| self.cluster.client_key(c))
+            let cluster = &self.cluster;
+            Request::verify_many(&all, |c| cluster.client_key(c), &mut self.roots)
         } else {
             vec![false; requests.len()]
         };

@@ -16,7 +16,7 @@
 //! root is signed with the tree's size under the message type's own domain, as a single
 //! signature would be.
 
-use crate::crypto::{PublicKey, Signature, SigningKey};
+use crate::crypto::{verify_batch, PublicKey, Signature, Signed, SigningKey};
 use ring::digest::{Context, SHA256};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
@@ -161,12 +161,27 @@ fn hash(parts: &[&[u8]]) -> Hash {
 
 /// The batch roots a process has already checked, per signing key (not per node id: a root
 /// vouches only for what that key signed), so that the other messages of a batch cost hashes
-/// instead of a signature check. Bounded: the oldest entries go first.
+/// instead of a signature check. An entry is a root together with the signature that verified
+/// on it: a message whose path leads to a known root but which carries other signature bytes is
+/// checked in full, so a verdict never depends on what the cache holds (replicas derive the
+/// order book from request verdicts). Bounded: the oldest entries go first.
 #[derive(Debug)]
 pub struct RootCache {
     capacity: usize,
-    known: HashSet<(PublicKey, u32, Hash)>,
-    order: VecDeque<(PublicKey, u32, Hash)>,
+    known: HashSet<Checked>,
+    order: VecDeque<Checked>,
+}
+
+/// A root that verified: the key, the batch's size, the root and the signature.
+type Checked = (PublicKey, u32, Hash, Signature);
+
+/// Roots a process keeps by default: a few per signer and batch in flight is plenty.
+pub const ROOTS_KEPT: usize = 4096;
+
+impl Default for RootCache {
+    fn default() -> Self {
+        RootCache::new(ROOTS_KEPT)
+    }
 }
 
 impl RootCache {
@@ -188,16 +203,65 @@ impl RootCache {
         message: &[u8],
         signature: &BatchSignature,
     ) -> bool {
-        let Some(root) = signature.root(domain, message) else {
-            return false;
-        };
-        let entry = (*key, signature.count, root);
-        if self.known.contains(&entry) {
-            return true;
+        self.verify_many(domain, &[(key, message, signature)])[0]
+    }
+
+    /// Checks many messages, each `(key, message, signature)`, as [`RootCache::verify`] would
+    /// one by one: the roots not in the cache are checked in one batch
+    /// ([`crate::crypto::verify_batch`], each distinct root once), and those that verify are
+    /// remembered.
+    pub fn verify_many(
+        &mut self,
+        domain: &[u8],
+        items: &[(&PublicKey, &[u8], &BatchSignature)],
+    ) -> Vec<bool> {
+        let mut verdicts = vec![false; items.len()];
+        // For each distinct root to check, the items that wait for its verdict.
+        let mut pending: Vec<(Checked, Vec<usize>)> = Vec::new();
+        for (i, (key, message, signature)) in items.iter().enumerate() {
+            let Some(root) = signature.root(domain, message) else {
+                continue;
+            };
+            let entry = (**key, signature.count, root, signature.signature);
+            if self.known.contains(&entry) {
+                verdicts[i] = true;
+            } else if let Some((_, waiting)) = pending.iter_mut().find(|(e, _)| *e == entry) {
+                waiting.push(i);
+            } else {
+                pending.push((entry, vec![i]));
+            }
         }
-        if !verify_root(key, domain, signature.count, &root, &signature.signature) {
-            return false;
+        if pending.is_empty() {
+            return verdicts;
         }
+        let roots: Vec<Vec<u8>> = pending
+            .iter()
+            .map(|((_, count, root, _), _)| signed_root(*count, root))
+            .collect();
+        let signed: Vec<Signed<'_>> = pending
+            .iter()
+            .zip(&roots)
+            .map(|((entry, _), message)| Signed {
+                key: &entry.0,
+                domain,
+                message,
+                signature: &entry.3,
+            })
+            .collect();
+        let valid = verify_batch(&signed);
+        for ((entry, waiting), ok) in pending.into_iter().zip(valid) {
+            if !ok {
+                continue;
+            }
+            for i in waiting {
+                verdicts[i] = true;
+            }
+            self.remember(entry);
+        }
+        verdicts
+    }
+
+    fn remember(&mut self, entry: Checked) {
         if self.order.len() == self.capacity {
             if let Some(oldest) = self.order.pop_front() {
                 self.known.remove(&oldest);
@@ -205,7 +269,6 @@ impl RootCache {
         }
         self.known.insert(entry);
         self.order.push_back(entry);
-        true
     }
 }
 

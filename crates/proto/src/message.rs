@@ -18,7 +18,8 @@ use usig::{MessageDigest, UniqueWarrant};
 /// version 6 check under RFC 8032's rules and could disagree with 7 on a crafted signature.
 /// 8: COMMIT-DB and REPLY-COMMIT-DB unsigned, on authenticated links.
 /// 9: DECIDED, the replicas' pacing hint to the primary.
-pub const PROTOCOL_VERSION: u16 = 9;
+/// 10: REQUESTs carry a batch signature (a client endpoint signs its ready requests together).
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,13 +30,15 @@ pub struct Request {
     pub partitions: Vec<PartitionId>,
     /// The application's encoding of the operation.
     pub operation: Vec<u8>,
-    pub signature: Signature,
+    /// The client's key signed a batch of requests that holds this one
+    /// (docs/protocol.md, "Batch-signed REQUESTs").
+    pub signature: BatchSignature,
 }
 
 impl Request {
     const DOMAIN: &'static [u8] = b"cloudbft/request/v1";
 
-    /// A request signed by `key`.
+    /// A request signed by `key` alone (a batch of one).
     pub fn signed(
         client: ClientId,
         timestamp: u64,
@@ -43,15 +46,39 @@ impl Request {
         operation: Vec<u8>,
         key: &SigningKey,
     ) -> Self {
-        let mut request = Request {
+        let request = Request::unsigned(client, timestamp, partitions, operation);
+        let mut signed = Self::sign_all(vec![request], key);
+        signed.pop().expect("one request in, one out")
+    }
+
+    /// A request still to be signed ([`Request::sign_all`]).
+    pub fn unsigned(
+        client: ClientId,
+        timestamp: u64,
+        partitions: Vec<PartitionId>,
+        operation: Vec<u8>,
+    ) -> Self {
+        Request {
             client,
             timestamp,
             partitions,
             operation,
-            signature: Signature([0; 64]),
-        };
-        request.signature = key.sign(Self::DOMAIN, &request.signed_bytes());
-        request
+            signature: BatchSignature::unsigned(),
+        }
+    }
+
+    /// Signs `requests` with one signature (per [`batch::MAX_BATCH`]): each carries its path
+    /// to the signed root. All must be requests of identities whose key is `key`.
+    pub fn sign_all(mut requests: Vec<Request>, key: &SigningKey) -> Vec<Request> {
+        let bytes: Vec<Vec<u8>> = requests.iter().map(Request::signed_bytes).collect();
+        for (request, signature) in
+            requests
+                .iter_mut()
+                .zip(batch::sign_all(key, Self::DOMAIN, &bytes))
+        {
+            request.signature = signature;
+        }
+        requests
     }
 
     fn signed_bytes(&self) -> Vec<u8> {
@@ -63,25 +90,35 @@ impl Request {
         ))
     }
 
-    /// True when the client's key signed this request.
+    /// True when the client's key signed this request (in a batch).
     pub fn verify(&self, client_key: &PublicKey) -> bool {
-        client_key.verify(Self::DOMAIN, &self.signed_bytes(), &self.signature)
+        self.signature
+            .verify(client_key, Self::DOMAIN, &self.signed_bytes())
     }
 
-    /// Checks many requests' signatures in one batch ([`crate::crypto::verify_batch`]): for
-    /// each, true when `client_key` knows its client and that key signed it, exactly as
-    /// [`Request::verify`] would say.
+    /// Checks many requests' signatures: for each, true when `client_key` knows its client and
+    /// that key signed it, exactly as [`Request::verify`] would say. Each batch root is checked
+    /// once per `roots`, and the roots not checked before in one batch
+    /// ([`RootCache::verify_many`]).
     pub fn verify_many<'a>(
         requests: &[&Request],
         client_key: impl Fn(ClientId) -> Option<&'a PublicKey>,
+        roots: &mut RootCache,
     ) -> Vec<bool> {
-        verify_each(
-            requests,
-            |r| client_key(r.client),
-            Self::DOMAIN,
-            Self::signed_bytes,
-            |r| &r.signature,
-        )
+        let keyed: Vec<(usize, &PublicKey, Vec<u8>)> = requests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, client_key(r.client)?, r.signed_bytes())))
+            .collect();
+        let items: Vec<(&PublicKey, &[u8], &BatchSignature)> = keyed
+            .iter()
+            .map(|(i, key, bytes)| (*key, bytes.as_slice(), &requests[*i].signature))
+            .collect();
+        let mut valid = vec![false; requests.len()];
+        for ((i, _, _), ok) in keyed.iter().zip(roots.verify_many(Self::DOMAIN, &items)) {
+            valid[*i] = ok;
+        }
+        valid
     }
 }
 
@@ -580,13 +617,57 @@ mod tests {
         };
         let all: Vec<&Request> = good.iter().chain([&forged, &stranger]).collect();
         let known = |c: ClientId| (c == ClientId(3)).then_some(&key);
-        let verdicts = Request::verify_many(&all, known);
+        let verdicts = Request::verify_many(&all, known, &mut RootCache::new(16));
         assert_eq!(verdicts, [true, true, true, true, true, false, false]);
         let singles: Vec<bool> = all
             .iter()
             .map(|r| known(r.client).is_some_and(|k| r.verify(k)))
             .collect();
         assert_eq!(verdicts, singles);
+    }
+
+    /// Requests of several identities signed together with their shared key: each verifies
+    /// alone, a change to any of them does not, and a cache that knows the root gives every
+    /// request the verdict a fresh check gives, whatever its signature bytes.
+    #[test]
+    fn batch_signed_requests_verify_alone_and_the_cache_changes_no_verdict() {
+        let signer = SigningKey::from_seed([3; 32]);
+        let key = signer.public_key();
+        let unsigned: Vec<Request> = (1..=6)
+            .map(|c| Request::unsigned(ClientId(c), 10 + c, vec![1], b"op".to_vec()))
+            .collect();
+        let signed = Request::sign_all(unsigned, &signer);
+        assert!(signed
+            .iter()
+            .all(|r| r.verify(&key) && r.signature.count == 6));
+        assert_eq!(signed[0].signature.signature, signed[5].signature.signature);
+
+        let mut altered = signed[2].clone();
+        altered.timestamp += 1;
+        let mut other_bytes = signed[3].clone();
+        other_bytes.signature.signature.0[0] ^= 1;
+        let mut swapped = signed[4].clone();
+        swapped.signature.index = 5;
+        let all: Vec<&Request> = signed
+            .iter()
+            .chain([&altered, &other_bytes, &swapped])
+            .collect();
+        let known = |_: ClientId| Some(&key);
+        let fresh = Request::verify_many(&all, known, &mut RootCache::new(16));
+        let mut warm = RootCache::new(16);
+        assert!(Request::verify_many(&[&signed[0]], known, &mut warm)[0]);
+        let cached = Request::verify_many(&all, known, &mut warm);
+        let singles: Vec<bool> = all.iter().map(|r| r.verify(&key)).collect();
+        assert_eq!(
+            fresh,
+            [true, true, true, true, true, true, false, false, false]
+        );
+        assert_eq!(cached, fresh);
+        assert_eq!(singles, fresh);
+        // Another key's batch does not pass for these identities.
+        let stranger = SigningKey::from_seed([4; 32]);
+        let forged = Request::signed(ClientId(1), 99, vec![1], b"op".to_vec(), &stranger);
+        assert_eq!(Request::verify_many(&[&forged], known, &mut warm), [false]);
     }
 
     fn prepare() -> (Prepare, Directory) {

@@ -76,6 +76,18 @@ impl TestCluster {
         let cluster = Cluster::new(c).expect("test cluster layout is valid");
         TestCluster { cluster }
     }
+
+    /// The same layout with every client identity signing with [`endpoint_key`]: one load
+    /// driver holding them all, as `cloudbft keygen` sets up an endpoint's identities.
+    pub fn one_endpoint(self) -> Self {
+        let mut config = self.cluster.config.clone();
+        let key = endpoint_key().public_key().to_hex();
+        for client in &mut config.clients {
+            client.public_key = key.clone();
+        }
+        let cluster = Cluster::new(config).expect("test cluster layout is valid");
+        TestCluster { cluster }
+    }
 }
 
 /// Member `k` of group `g` in the layout: replica 100(g+1)+k on machine mk, with its USIG
@@ -123,6 +135,11 @@ pub fn node_key(node: NodeId) -> SigningKey {
 /// A client's signing key.
 pub fn client_key(client: ClientId) -> SigningKey {
     SigningKey::from_seed(seed(b'c', client.0))
+}
+
+/// The key every client shares in [`TestCluster::one_endpoint`] clusters.
+pub fn endpoint_key() -> SigningKey {
+    SigningKey::from_seed(seed(b'e', 0))
 }
 
 /// The operator's signing key (its public key is in [`TestCluster::operated`] clusters).

@@ -74,7 +74,7 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u64>(),
         proptest::collection::vec(any::<u32>(), 0..4),
         bytes(32),
-        signature(),
+        batch_signature(),
     )
         .prop_map(
             |(client, timestamp, partitions, operation, signature)| Request {

@@ -27,7 +27,7 @@ use dbvote::voter::{VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore};
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::Cluster;
-use proto::testing::{client_key, node_key, usig, TestCluster};
+use proto::testing::{client_key, endpoint_key, node_key, usig, TestCluster};
 use proto::{ClientId, Envelope, GroupId, Message, NodeId, PartitionRule, Proposal, Request, View};
 use ring::hmac;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -49,6 +49,11 @@ pub struct Options {
     pub max_batch: usize,
     /// The primary's pipeline depth (`primary::pacing`).
     pub pipeline: usize,
+    /// Requests the clients' endpoint signs together. Above 1 every client shares the
+    /// endpoint's key (as `cloudbft keygen` sets up the identities of one load driver), and
+    /// each round of requests (one per client) is signed in batches of this many, about what
+    /// the REPLYs of one PREPARE release at once; 1: every client signs alone with its own key.
+    pub sign_batch: usize,
     /// Clients check the replicas' signatures on REPLYs (the gateway's work, not the ordering
     /// path's: off in the benchmark, on in the tests).
     pub verify_replies: bool,
@@ -64,6 +69,7 @@ impl Options {
             requests_per_client,
             max_batch: 64,
             pipeline: primary::pacing::DEFAULT_DEPTH,
+            sign_batch: 64,
             verify_replies: false,
         }
     }
@@ -159,8 +165,13 @@ struct Frame {
 impl Harness {
     /// Builds the cluster (one group, f, the partitions) and signs every client's requests.
     pub fn new(options: Options) -> Self {
-        let cluster =
-            Arc::new(TestCluster::new(options.f, 1, options.partitions, options.clients).cluster);
+        let layout = TestCluster::new(options.f, 1, options.partitions, options.clients);
+        let layout = if options.sign_batch > 1 {
+            layout.one_endpoint()
+        } else {
+            layout
+        };
+        let cluster = Arc::new(layout.cluster);
         let primary_id = NodeId(cluster.config.primaries[0].id);
         let primary = PrimaryCore::new(
             cluster.clone(),
@@ -196,27 +207,44 @@ impl Harness {
                 ),
             })
             .collect();
-        let clients = (1..=options.clients)
-            .map(|c| {
-                let id = ClientId(c);
-                let key = client_key(id);
-                let requests = (1..=options.requests_per_client)
-                    .map(|ts| {
-                        let partition = ((c + ts) % u64::from(options.partitions)) as u8;
-                        let mut op = vec![1, partition];
-                        op.extend_from_slice(&c.to_be_bytes());
-                        op.extend_from_slice(&ts.to_be_bytes());
-                        let partitions = SimRule.partitions(&op).unwrap_or_default();
-                        Request::signed(id, ts, partitions, op, &key)
+        let mut requests: Vec<Vec<Request>> = vec![Vec::new(); options.clients as usize];
+        for ts in 1..=options.requests_per_client {
+            let round: Vec<Request> = (1..=options.clients)
+                .map(|c| {
+                    let partition = ((c + ts) % u64::from(options.partitions)) as u8;
+                    let mut op = vec![1, partition];
+                    op.extend_from_slice(&c.to_be_bytes());
+                    op.extend_from_slice(&ts.to_be_bytes());
+                    let partitions = SimRule.partitions(&op).unwrap_or_default();
+                    Request::unsigned(ClientId(c), ts, partitions, op)
+                })
+                .collect();
+            let signed: Vec<Request> = if options.sign_batch > 1 {
+                round
+                    .chunks(options.sign_batch)
+                    .flat_map(|chunk| Request::sign_all(chunk.to_vec(), &endpoint_key()))
+                    .collect()
+            } else {
+                round
+                    .into_iter()
+                    .map(|r| {
+                        let key = client_key(r.client);
+                        Request::sign_all(vec![r], &key).remove(0)
                     })
-                    .collect();
-                Client {
-                    id,
-                    requests,
-                    outstanding: None,
-                    votes: BTreeMap::new(),
-                    accepted: BTreeMap::new(),
-                }
+                    .collect()
+            };
+            for (queue, request) in requests.iter_mut().zip(signed) {
+                queue.push(request);
+            }
+        }
+        let clients = (1..=options.clients)
+            .zip(requests)
+            .map(|(c, requests)| Client {
+                id: ClientId(c),
+                requests: requests.into(),
+                outstanding: None,
+                votes: BTreeMap::new(),
+                accepted: BTreeMap::new(),
             })
             .collect();
         Harness {

@@ -628,7 +628,7 @@ impl World {
                 vec![1, 0],
                 &client_key(ClientId(2)),
             );
-            forged.signature = Signature([7; 64]);
+            forged.signature.signature = Signature([7; 64]);
             self.broadcast_request(0, forged, false);
         }
         if self.faulty(Fault::ReplayRequests) {

@@ -116,6 +116,9 @@ impl Rejected {
 pub struct ClientStats {
     /// Requests sent (first transmissions; one per invoke that got an identity).
     pub requests_sent: u64,
+    /// Signatures those requests carry: requests signed together share one, so
+    /// `requests_sent / request_signatures` is the mean batch the endpoint signed.
+    pub request_signatures: u64,
     /// Requests whose page f+1 members of one group vouched for.
     pub accepted: u64,
     /// Re-sendings after a timeout.
@@ -137,6 +140,7 @@ pub struct ClientStats {
 #[derive(Clone)]
 pub struct ClientMetrics {
     requests_sent: Counter,
+    request_signatures: Counter,
     accepted: Counter,
     retransmissions: Counter,
     timeouts: Counter,
@@ -151,6 +155,7 @@ impl Default for ClientMetrics {
     fn default() -> Self {
         ClientMetrics {
             requests_sent: Counter::default(),
+            request_signatures: Counter::default(),
             accepted: Counter::default(),
             retransmissions: Counter::default(),
             timeouts: Counter::default(),
@@ -187,6 +192,11 @@ impl ClientMetrics {
             "requests_sent",
             "Requests sent (first transmissions)",
             m.requests_sent.clone(),
+        );
+        r.register(
+            "request_signatures",
+            "Signatures on the requests sent (requests signed together share one)",
+            m.request_signatures.clone(),
         );
         r.register(
             "accepted",
@@ -233,6 +243,7 @@ impl ClientMetrics {
 pub(crate) struct Recorder {
     metrics: ClientMetrics,
     requests_sent: AtomicU64,
+    request_signatures: AtomicU64,
     accepted: AtomicU64,
     retransmissions: AtomicU64,
     timeouts: AtomicU64,
@@ -251,6 +262,7 @@ impl Recorder {
         Recorder {
             metrics,
             requests_sent: AtomicU64::new(0),
+            request_signatures: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             retransmissions: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
@@ -260,9 +272,15 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn sent(&self) {
+    /// A request went out; `first_of_batch`: it is the first of the requests its signature
+    /// covers (so each signature counts once).
+    pub(crate) fn sent(&self, first_of_batch: bool) {
         add(&self.requests_sent, 1);
         self.metrics.requests_sent.inc();
+        if first_of_batch {
+            add(&self.request_signatures, 1);
+            self.metrics.request_signatures.inc();
+        }
     }
 
     pub(crate) fn retransmitted(&self) {
@@ -308,6 +326,7 @@ impl Recorder {
         let rejected = |r: RejectReason| get(&self.rejected[r.index()]);
         ClientStats {
             requests_sent: get(&self.requests_sent),
+            request_signatures: get(&self.request_signatures),
             accepted: get(&self.accepted),
             retransmissions: get(&self.retransmissions),
             timeouts: get(&self.timeouts),

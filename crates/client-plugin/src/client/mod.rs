@@ -8,6 +8,7 @@
 
 mod configs;
 mod metrics;
+mod signer;
 mod slots;
 mod tally;
 
@@ -16,8 +17,9 @@ pub use metrics::{ClientMetrics, ClientStats, RejectReason, Rejected};
 use net::{Inbound, Transport, TransportConfig};
 use proto::config::Cluster;
 use proto::keys::{self, KeyError};
-use proto::{ClientId, Envelope, GroupId, Message, PartitionId, Request};
+use proto::{ClientId, Envelope, GroupId, Message, PartitionId, Request, SigningKey};
 use slots::{Identity, Lease, Pool, Slots};
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -144,6 +146,8 @@ struct Shared {
     slots: Arc<Slots>,
     recorder: metrics::Recorder,
     transport: Transport,
+    /// Signs the requests that are ready together under one signature.
+    signer: signer::Signer,
 }
 
 struct Inner {
@@ -191,13 +195,18 @@ impl ClientEndpoint {
                 ),
             });
         }
+        // Identities with one key share it, so that the signer sees one key.
+        let mut keys_seen: HashMap<proto::PublicKey, Arc<SigningKey>> = HashMap::new();
         let identities = clients
             .iter()
             .map(|&client| {
                 let path = keys::client_key_path(keys_dir, client);
-                keys::load(&path, cluster.client_key(client))
-                    .map(|key| Identity::new(client, key))
-                    .map_err(|source| ClientError::Key { client, source })
+                let key = keys::load(&path, cluster.client_key(client))
+                    .map_err(|source| ClientError::Key { client, source })?;
+                let key = keys_seen
+                    .entry(key.public_key())
+                    .or_insert_with(|| Arc::new(key));
+                Ok(Identity::new(client, Arc::clone(key)))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let destinations = destinations(&cluster).await?;
@@ -217,6 +226,7 @@ impl ClientEndpoint {
             recorder: metrics::Recorder::new(options.metrics.clone()),
             configs: configs::Configs::new(cluster, destinations, asker),
             transport: transport.clone(),
+            signer: signer::Signer::spawn(),
         });
         let reader = tokio::spawn(read_loop(inbound, Arc::clone(&shared)));
         tracing::info!(
@@ -271,7 +281,11 @@ impl ClientEndpoint {
         }
         let client = lease.client();
         let partitions_sent = partitions.clone();
-        let request = Request::signed(client, timestamp, partitions, operation, lease.key());
+        let unsigned = Request::unsigned(client, timestamp, partitions, operation);
+        let Some(request) = shared.signer.sign(unsigned, lease.key()).await else {
+            return Err(ClientError::Closed);
+        };
+        let first_of_batch = request.signature.index == 0;
         let frame = Envelope::encode(&Message::Request(request));
         let max = inner.transport.config().max_frame;
         if frame.len() > max {
@@ -280,7 +294,7 @@ impl ClientEndpoint {
                 max,
             });
         }
-        recorder.sent();
+        recorder.sent(first_of_batch);
         self.broadcast(&frame, &partitions_sent);
         tracing::trace!(%client, timestamp, "request sent");
 

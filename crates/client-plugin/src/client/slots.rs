@@ -20,10 +20,10 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
-    pub(crate) fn new(id: ClientId, key: SigningKey) -> Self {
+    pub(crate) fn new(id: ClientId, key: Arc<SigningKey>) -> Self {
         Identity {
             id,
-            key: Arc::new(key),
+            key,
             last_timestamp: 0,
         }
     }
@@ -258,8 +258,8 @@ impl Lease {
         self.identity.id
     }
 
-    pub(crate) fn key(&self) -> &SigningKey {
-        &self.identity.key
+    pub(crate) fn key(&self) -> Arc<SigningKey> {
+        Arc::clone(&self.identity.key)
     }
 
     /// Takes the next timestamp and starts waiting for its replies.
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn timestamps_follow_the_clock_and_never_repeat() {
-        let mut id = Identity::new(ClientId(1), SigningKey::from_seed([1; 32]));
+        let mut id = Identity::new(ClientId(1), Arc::new(SigningKey::from_seed([1; 32])));
         assert_eq!(id.next_timestamp(1_000), 1_000);
         assert_eq!(id.next_timestamp(1_000), 1_001);
         // The clock went back: still increasing.

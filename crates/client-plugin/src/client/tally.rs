@@ -18,18 +18,9 @@ use proto::{ClientId, ConfigEpoch, GroupId, NodeId, Reply};
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-/// Batch roots remembered per endpoint: a few per replica and batch in flight is plenty.
-const ROOTS_KEPT: usize = 4096;
-
 /// The batch roots an endpoint has checked (shared by its identities and requests).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Roots(Mutex<RootCache>);
-
-impl Default for Roots {
-    fn default() -> Self {
-        Roots(Mutex::new(RootCache::new(ROOTS_KEPT)))
-    }
-}
 
 impl Roots {
     fn verify(&self, reply: &Reply, key: &proto::PublicKey) -> bool {
