@@ -14,7 +14,7 @@ use crate::peers::Peers;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
-use dbvote::Application;
+use dbvote::{Application, Backend};
 use proto::{
     CommitDb, DbCheckpoint, Message, NodeId, Signature, SigningKey, StateChunk, TableRows,
 };
@@ -255,6 +255,12 @@ async fn run_app<A: Application>(
                 actions
             }
         };
+        // SQLite has one writer, so chains of several partitions released together would only
+        // queue for it: they run as one transaction (one commit and fsync, and one
+        // REPLY-COMMIT-DB per group). PostgreSQL runs each chain on its own connection, in
+        // parallel per partition.
+        let merge = executor.backend() == Backend::Sqlite;
+        let mut merged = Vec::new();
         for action in actions {
             match action {
                 VoterAction::Execute(batch) => {
@@ -263,15 +269,16 @@ async fn run_app<A: Application>(
                             metrics.stage(Stage::Vote, took);
                         }
                     }
-                    let batch = batch
-                        .into_iter()
-                        .map(|e| dbvote::executor::Execution {
-                            order: e.order,
-                            positions: e.positions,
-                            operation: e.request.operation,
-                        })
-                        .collect();
-                    spawn_batch(&executor, batch, &done, Duration::ZERO);
+                    let batch = batch.into_iter().map(|e| dbvote::executor::Execution {
+                        order: e.order,
+                        positions: e.positions,
+                        operation: e.request.operation,
+                    });
+                    if merge {
+                        merged.extend(batch);
+                    } else {
+                        spawn_batch(&executor, batch.collect(), &done, Duration::ZERO);
+                    }
                 }
                 VoterAction::ForgetResults { through } => {
                     // One DELETE per 4,096 orders, awaited here: the next step waits for it.
@@ -326,6 +333,9 @@ async fn run_app<A: Application>(
                     parts,
                 } => spawn_install(&executor, order, digest, parts, &transfers),
             }
+        }
+        if !merged.is_empty() {
+            spawn_batch(&executor, merged, &done, Duration::ZERO);
         }
         if transfer_began.is_some() && voter.transferring().is_none() {
             transfer_began = None;
