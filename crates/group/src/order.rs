@@ -256,6 +256,22 @@ mod tests {
         prepare_routed(routed)
     }
 
+    /// Orders `prepare` with no request checked before and no batch root known.
+    fn order_unchecked(
+        book: &mut OrderBook,
+        cluster: &Cluster,
+        prepare: &Prepare,
+    ) -> Vec<(GroupId, Execution)> {
+        let mut roots = RootCache::default();
+        book.order(
+            cluster,
+            &BytesArePartitions,
+            prepare,
+            &|_| false,
+            &mut roots,
+        )
+    }
+
     fn prepare_routed(routed: Vec<(GroupId, Request)>) -> Prepare {
         let entries: Vec<PrepareEntry> = routed
             .into_iter()
@@ -288,13 +304,7 @@ mod tests {
                 request(4, 1, &[0]),
             ],
         );
-        let out = book.order(
-            &cluster,
-            &BytesArePartitions,
-            &p,
-            &|_| false,
-            &mut RootCache::default(),
-        );
+        let out = order_unchecked(&mut book, &cluster, &p);
         let summary: Vec<(u64, Vec<(u32, u64)>)> = out
             .iter()
             .map(|(_, e)| (e.order, e.positions.clone()))
@@ -329,13 +339,7 @@ mod tests {
                 request(4, 1, &[1]),
             ],
         );
-        let out = book.order(
-            &cluster,
-            &BytesArePartitions,
-            &p,
-            &|_| false,
-            &mut RootCache::default(),
-        );
+        let out = order_unchecked(&mut book, &cluster, &p);
         let orders: Vec<(u64, ClientId)> = out
             .iter()
             .map(|(_, e)| (e.order, e.request.client))
@@ -417,13 +421,7 @@ mod tests {
         assert_eq!(book.latest_prepare(NodeId(0)), None);
         let before = book.digest();
         let p = prepare(&cluster, Vec::new());
-        book.order(
-            &cluster,
-            &BytesArePartitions,
-            &p,
-            &|_| false,
-            &mut RootCache::default(),
-        );
+        order_unchecked(&mut book, &cluster, &p);
         let latest = book.latest_prepare(NodeId(0)).expect("recorded");
         assert_eq!((latest.epoch, latest.counter), (p.ui.epoch.0, p.ui.counter));
         assert_eq!(book.latest_prepare(NodeId(1)), None);
@@ -462,13 +460,7 @@ mod tests {
             "a valid JOIN"
         );
         let mut book = OrderBook::new(&cluster);
-        book.order(
-            &cluster,
-            &BytesArePartitions,
-            &closing,
-            &|_| false,
-            &mut RootCache::default(),
-        );
+        order_unchecked(&mut book, &cluster, &closing);
         assert!(book.is_closed());
         let at_the_end = book.digest();
         assert!(!book.join(&cluster, &join));
@@ -487,13 +479,7 @@ mod tests {
             (other, request(1, 1, &[1])),
             (serving, request(2, 1, &[1])),
         ]);
-        let out = book.order(
-            &cluster,
-            &BytesArePartitions,
-            &p,
-            &|_| false,
-            &mut RootCache::default(),
-        );
+        let out = order_unchecked(&mut book, &cluster, &p);
         let ordered: Vec<(GroupId, ClientId)> =
             out.iter().map(|(g, e)| (*g, e.request.client)).collect();
         assert_eq!(ordered, vec![(serving, ClientId(2))]);
