@@ -41,6 +41,8 @@ fn unbatched_requests_all_get_f_plus_one_matching_replies() {
         clients: 32,
         requests_per_client: 10,
         max_batch: 1,
+        // Each client signs alone, with its own key.
+        sign_batch: 1,
         verify_replies: true,
         ..Options::standard(10)
     });
