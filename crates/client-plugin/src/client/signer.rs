@@ -4,7 +4,8 @@
 //! group check it. Identities of one endpoint usually share a key (`cloudbft keygen` gives one
 //! per endpoint), so requests that become ready together (the requests that the REPLYs of one
 //! batch release) are signed as one batch: one signature, and at each node one check, for all
-//! of them (docs/protocol.md, "Batch-signed REQUESTs"). A request alone is signed at once.
+//! of them (docs/protocol.md, "Batch-signed REQUESTs"). A request alone waits one turn of the
+//! scheduler, no longer.
 
 use proto::{PublicKey, Request, SigningKey};
 use std::sync::Arc;
