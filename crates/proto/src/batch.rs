@@ -203,7 +203,12 @@ impl RootCache {
         message: &[u8],
         signature: &BatchSignature,
     ) -> bool {
-        self.verify_many(domain, &[(key, message, signature)])[0]
+        // The common case, a root checked before, without the batch path's allocations.
+        let known = signature.root(domain, message).is_some_and(|root| {
+            self.known
+                .contains(&(*key, signature.count, root, signature.signature))
+        });
+        known || self.verify_many(domain, &[(key, message, signature)])[0]
     }
 
     /// Checks many messages, each `(key, message, signature)`, as [`RootCache::verify`] would

@@ -90,8 +90,6 @@ pub struct Scenario {
     /// Share of requests that touch two partitions.
     pub multi_partition: f64,
     pub max_batch: usize,
-    /// The primaries' pipeline depth (`primary::pacing`).
-    pub pipeline: usize,
     pub loss: f64,
     pub duplicate: f64,
     pub max_delay: u64,
@@ -131,7 +129,6 @@ impl Scenario {
             requests_per_client: 6,
             multi_partition: 0.2,
             max_batch: 4,
-            pipeline: primary::pacing::DEFAULT_DEPTH,
             loss: 0.05,
             duplicate: 0.05,
             max_delay: 10,
@@ -463,7 +460,10 @@ impl World {
             .iter()
             .map(|p| {
                 let id = NodeId(p.id);
-                (id, PrimaryNode::new(&cluster, id, usig(id), &scenario))
+                (
+                    id,
+                    PrimaryNode::new(&cluster, id, usig(id), scenario.max_batch),
+                )
             })
             .collect();
         World {
@@ -1030,7 +1030,7 @@ impl World {
             &next,
             id,
             std::mem::replace(&mut p.usig, usig(id)),
-            &self.scenario,
+            self.scenario.max_batch,
         );
         p.started_by = Some(configure.clone());
         let ack = acknowledgement(id, &next);
@@ -1883,10 +1883,10 @@ impl ReplicaNode {
 }
 
 impl PrimaryNode {
-    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, scenario: &Scenario) -> Self {
+    fn new(cluster: &Arc<Cluster>, id: NodeId, usig: SoftUsig, max_batch: usize) -> Self {
         PrimaryNode {
-            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), scenario.max_batch)
-                .with_pipeline(scenario.pipeline),
+            core: PrimaryCore::new(cluster.clone(), rule(), id, View(0), max_batch)
+                .with_pipeline(primary::pacing::DEFAULT_DEPTH),
             usig,
             cluster: cluster.clone(),
             shape: None,
