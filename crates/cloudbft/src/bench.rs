@@ -340,7 +340,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         },
     )?;
     eprintln!("cluster up in {}", dir.display());
-    let runtime = tokio::runtime::Runtime::new()?;
+    // The load driver on one thread: its clients, signer and connections hand work to each
+    // other without cross-thread wake-ups, and it leaves the other core to the cluster.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let pids = cluster.pids();
     let report = runtime.block_on(drive(
         &args,

@@ -31,8 +31,10 @@ pub struct NodeArgs {
     pub tick_ms: u64,
     /// Async runtime worker threads. A node's protocol core is one task, so more threads mostly
     /// add cross-thread wake-ups: one measured 13% less CPU per request than one per core
-    /// (docs/performance.md). Page rendering in burn mode, the decision log and SQLite have
-    /// their own threads either way.
+    /// (docs/performance.md). With 1 the node runs on a current-thread runtime, so its core and
+    /// its connections' tasks share one thread and hand frames over without waking another.
+    /// Page rendering in burn mode, the decision log, the USIG client and SQLite have their own
+    /// threads either way.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: u16,
 }
@@ -193,15 +195,23 @@ pub fn stop_signal() -> Result<Stop> {
     }))
 }
 
-/// Runs a node on a new runtime of `args.worker_threads` workers until Ctrl-C or SIGTERM.
+/// Runs a node until Ctrl-C or SIGTERM: on a current-thread runtime for one worker (the core
+/// runs in `block_on`, which a multi-thread runtime runs on a thread besides its workers), else
+/// on `args.worker_threads` workers.
 fn run_until_signal<F>(args: &NodeArgs, node: impl FnOnce(Stop) -> F) -> Result<()>
 where
     F: std::future::Future<Output = Result<(), node::NodeError>>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.worker_threads.into())
-        .enable_all()
-        .build()?;
+    let runtime = match args.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n.into());
+            builder
+        }
+    }
+    .enable_all()
+    .build()?;
     runtime.block_on(async { Ok(node(stop_signal()?).await?) })
 }
 
