@@ -277,6 +277,10 @@ impl<A: Application> Executor<A> {
                 Backend::Postgres => 8,
             })
             .acquire_timeout(Duration::from_secs(30))
+            // sqlx pings a connection before handing it out: on SQLite that is a hand-off to
+            // the connection's thread and back for every chain, and a local file cannot have
+            // gone away. A PostgreSQL connection can, so it is still checked there.
+            .test_before_acquire(backend == Backend::Postgres)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
