@@ -11,6 +11,7 @@ use crate::epoch::Epochs;
 use crate::intake::{Batches, Intake, Item};
 use crate::metrics::{self, Metrics, Stage, Timings};
 use crate::peers::Peers;
+use crate::writer::OneWriter;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
 use dbvote::voter::{VoterAction, VoterCore, VoterReject};
@@ -143,6 +144,7 @@ async fn run_app<A: Application>(
     let mut tick = tokio::time::interval(options.node.tick);
     // When each order's first COMMIT-DB arrived, until it is handed to the executor.
     let mut voting = Timings::default();
+    let mut writer = OneWriter::default();
     tokio::pin!(shutdown);
     loop {
         let actions = tokio::select! {
@@ -208,6 +210,7 @@ async fn run_app<A: Application>(
                         }
                     }
                     let orders = batch.iter().map(|e| e.order);
+                    writer.executed();
                     voter.executed_all(orders.zip(results).collect())
                 }
                 Err(why) => {
@@ -255,12 +258,10 @@ async fn run_app<A: Application>(
                 actions
             }
         };
-        // SQLite has one writer, so chains of several partitions released together would only
-        // queue for it: they run as one transaction (one commit and fsync, and one
-        // REPLY-COMMIT-DB per group). PostgreSQL runs each chain on its own connection, in
-        // parallel per partition.
+        // SQLite has one writer: the chains released while a batch runs go together in the
+        // next (`writer`). PostgreSQL runs each chain on its own connection, in parallel per
+        // partition.
         let merge = executor.backend() == Backend::Sqlite;
-        let mut merged = Vec::new();
         for action in actions {
             match action {
                 VoterAction::Execute(batch) => {
@@ -275,7 +276,7 @@ async fn run_app<A: Application>(
                         operation: e.request.operation,
                     });
                     if merge {
-                        merged.extend(batch);
+                        writer.release(batch);
                     } else {
                         spawn_batch(&executor, batch.collect(), &done, Duration::ZERO);
                     }
@@ -334,8 +335,8 @@ async fn run_app<A: Application>(
                 } => spawn_install(&executor, order, digest, parts, &transfers),
             }
         }
-        if !merged.is_empty() {
-            spawn_batch(&executor, merged, &done, Duration::ZERO);
+        if let Some(batch) = writer.next() {
+            spawn_batch(&executor, batch, &done, Duration::ZERO);
         }
         if transfer_began.is_some() && voter.transferring().is_none() {
             transfer_began = None;

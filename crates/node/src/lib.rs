@@ -26,6 +26,7 @@ pub mod peers;
 pub mod primary;
 pub mod replica;
 pub mod usig;
+mod writer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
