@@ -31,7 +31,32 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / ticks_per_sec())
 }
 
-/// The role of a launched process from its name (`replica-101` → `replica`).
+/// The live children of each process in `parents` (pid → name), as (`<command>-<parent's
+/// name>`, pid): usigd's swtpm, whose CPU time would otherwise count nowhere (a parent's
+/// /proc/PID/stat has its children's time only once they exited and were waited for).
+fn children(parents: &BTreeMap<u32, &str>) -> Vec<(String, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let command = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?;
+        // Field 4 (ppid) is the second after the name and state.
+        let ppid: u32 = stat
+            .get(stat.rfind(')')? + 2..)?
+            .split(' ')
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let parent = parents.get(&ppid)?;
+        Some((format!("{command}-{parent}"), pid))
+    })
+    .collect()
+}
+
+/// The role of a launched process from its name (`replica-101` → `replica`, `swtpm-usigd-m0`
+/// → `swtpm`).
 fn role(name: &str) -> &str {
     name.split_once('-').map_or(name, |(role, _)| role)
 }
@@ -41,11 +66,15 @@ fn role(name: &str) -> &str {
 pub struct CpuSnapshot(Vec<(String, f64)>);
 
 impl CpuSnapshot {
-    /// Takes the snapshot of `pids` (name, pid) and of this process, named `driver`.
+    /// Takes the snapshot of `pids` (name, pid), of their live children (named after their
+    /// command and parent), and of this process, named `driver`.
     pub fn take(pids: &[(String, u32)]) -> CpuSnapshot {
+        let parents: BTreeMap<u32, &str> = pids.iter().map(|(n, p)| (*p, n.as_str())).collect();
         let mut taken: Vec<(String, f64)> = pids
             .iter()
-            .filter_map(|(name, pid)| Some((name.clone(), cpu_seconds(*pid)?)))
+            .cloned()
+            .chain(children(&parents))
+            .filter_map(|(name, pid)| Some((name, cpu_seconds(pid)?)))
             .collect();
         taken.extend(cpu_seconds(std::process::id()).map(|s| ("driver".to_string(), s)));
         CpuSnapshot(taken)
@@ -120,6 +149,22 @@ mod tests {
         });
         assert!(grew, "no CPU time counted for this process in /proc");
         assert!(cpu_seconds(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn a_process_s_children_are_counted_under_their_command() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let me = std::process::id();
+        let snapshot = CpuSnapshot::take(&[("usigd-m0".to_string(), me)]);
+        child.kill().expect("kill sleep");
+        child.wait().expect("wait for sleep");
+        let names: Vec<&str> = snapshot.0.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"usigd-m0"), "{names:?}");
+        assert!(names.contains(&"sleep-usigd-m0"), "{names:?}");
+        assert_eq!(role("sleep-usigd-m0"), "sleep");
     }
 
     #[test]
