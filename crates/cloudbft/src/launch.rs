@@ -216,8 +216,10 @@ impl LocalCluster {
             .chain(c.replicas.iter().map(|r| (r.id, &r.machine)))
         {
             let socket = node::usig::default_socket(&dir, id.1, id.0);
+            // Until it accepts a connection: the file appears at bind(), before listen(), and a
+            // connection in between is refused (seen once in CI under load).
             wait_for(&format!("usigd socket {}", socket.display()), || {
-                socket.exists()
+                std::os::unix::net::UnixStream::connect(&socket).is_ok()
             })?;
         }
         me.pin_usig_epochs(config_path, &dir)?;

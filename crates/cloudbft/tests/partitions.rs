@@ -186,8 +186,9 @@ impl NetCluster {
         let mut config = c.clone();
         let epoch = |id: u32, machine: &str, usig: u64| {
             let socket = node::usig::default_socket(&out, machine, id);
+            // Until it accepts a connection, as the launcher waits: the file appears first.
             wait_until(&format!("usigd socket {}", socket.display()), || {
-                socket.exists()
+                std::os::unix::net::UnixStream::connect(&socket).is_ok()
             });
             usig::daemon::client::UsigdClient::connect(&socket, usig::UsigId(usig))
                 .and_then(|mut client| client.epoch())
