@@ -1,6 +1,8 @@
-//! The node's USIG: a `usigd` client on a blocking thread, since a TPM warrant takes
-//! milliseconds and must not stall the event loop. The cores keep at most one warrant request
-//! in flight, so one thread is enough and warrants come back in request order.
+//! The node's USIG: a `usigd` client driven by the node's own event loop. A TPM warrant takes
+//! milliseconds, so the request goes out on the socket and the loop goes on; the answer arrives
+//! like any other event. The cores keep at most one warrant request in flight, so warrants
+//! come back in request order. Only when the connection fails (usigd restarting) does the
+//! recovery, which may wait seconds, run on a blocking thread.
 
 use crate::metrics::Metrics;
 use crate::NodeError;
@@ -8,8 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use usig::daemon::client::UsigdClient;
+use usig::daemon::protocol::MAX_FRAME;
 use usig::{MessageDigest, UniqueWarrant, UsigError, UsigId};
 
 /// A warrant, or why the USIG failed (the node cannot go on without it).
@@ -18,60 +23,47 @@ pub type Warranted = Result<UniqueWarrant, NodeError>;
 /// The last warrant made and the digest of what it warranted.
 type Last = Arc<Mutex<Option<(MessageDigest, UniqueWarrant)>>>;
 
-/// Sends messages to warrant to the USIG thread.
+/// Sends messages to warrant to the USIG task.
 pub struct UsigWorker {
-    requests: std::sync::mpsc::Sender<Vec<u8>>,
+    requests: mpsc::UnboundedSender<Vec<u8>>,
     /// Requests sent and not yet warranted.
     pending: Arc<AtomicUsize>,
     last: Last,
 }
 
 impl UsigWorker {
-    /// Connects to usigd at `socket` for `identity`, and starts the thread, which counts each
-    /// warrant and its time in `metrics`. Results arrive on the returned receiver.
+    /// Connects to usigd at `socket` for `identity`, and starts the task on the current
+    /// runtime, which counts each warrant and its time in `metrics`. Results arrive on the
+    /// returned receiver.
     pub fn start(
         socket: &Path,
         identity: UsigId,
         metrics: Arc<Metrics>,
     ) -> Result<(UsigWorker, mpsc::UnboundedReceiver<Warranted>), NodeError> {
-        let mut client =
-            UsigdClient::connect(socket, identity).map_err(|source| NodeError::Usig {
-                socket: socket.display().to_string(),
-                source,
-            })?;
-        let (requests, incoming) = std::sync::mpsc::channel::<Vec<u8>>();
-        let (results, warranted) = mpsc::unbounded_channel();
         let shown = socket.display().to_string();
+        let failed = |source| NodeError::Usig {
+            socket: shown.clone(),
+            source,
+        };
+        let mut client = UsigdClient::connect(socket, identity).map_err(failed)?;
+        let stream = tokio_stream(client.take_stream()).map_err(failed)?;
+        let (requests, incoming) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (results, warranted) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let last: Last = Arc::default();
-        let (pending_, last_) = (pending.clone(), last.clone());
-        std::thread::Builder::new()
-            .name(format!("usig-{}", identity.0))
-            .spawn(move || {
-                while let Ok(bytes) = incoming.recv() {
-                    let started = Instant::now();
-                    let result = usig::Usig::create_ui(&mut client, &bytes).map_err(|source| {
-                        NodeError::Usig {
-                            socket: shown.clone(),
-                            source,
-                        }
-                    });
-                    if let Ok(ui) = &result {
-                        metrics.warrants.inc();
-                        Metrics::observe(&metrics.warrant_seconds, started.elapsed());
-                        *last_.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some((MessageDigest::of(&bytes), ui.clone()));
-                    }
-                    pending_.fetch_sub(1, Ordering::SeqCst);
-                    if results.send(result).is_err() {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| NodeError::Usig {
-                socket: socket.display().to_string(),
-                source: UsigError::Daemon(format!("cannot start the USIG thread: {e}")),
-            })?;
+        let link = Link {
+            client,
+            stream,
+            socket: shown.clone(),
+        };
+        tokio::spawn(serve(
+            link,
+            incoming,
+            results,
+            metrics,
+            pending.clone(),
+            last.clone(),
+        ));
         Ok((
             UsigWorker {
                 requests,
@@ -85,7 +77,7 @@ impl UsigWorker {
     /// Asks for a warrant over `bytes`.
     pub fn warrant(&self, bytes: Vec<u8>) {
         self.pending.fetch_add(1, Ordering::SeqCst);
-        // The thread only ends when this sender is dropped or the driver's receiver is gone.
+        // The task only ends when this sender is dropped or the driver's receiver is gone.
         let _ = self.requests.send(bytes);
     }
 
@@ -104,6 +96,119 @@ impl UsigWorker {
     }
 }
 
+/// The usigd connection of the USIG task.
+struct Link {
+    client: UsigdClient,
+    /// `None` after a failed recovery: the next warrant reconnects.
+    stream: Option<UnixStream>,
+    socket: String,
+}
+
+impl Link {
+    /// One warrant over `digest`: on the socket, or by the client's recovery when the socket
+    /// fails.
+    async fn warrant(mut self, digest: MessageDigest) -> (Self, Result<UniqueWarrant, NodeError>) {
+        let sent = match self.stream.as_mut() {
+            Some(stream) => exchange(stream, &digest).await,
+            None => Err(UsigError::Daemon("usigd connection: not connected".into())),
+        };
+        let result = match sent {
+            Ok(payload) => self.client.accept_warrant(&payload),
+            Err(cause) => {
+                let result;
+                (self, result) = self.recover(digest, cause).await;
+                result
+            }
+        };
+        let socket = self.socket.clone();
+        (
+            self,
+            result.map_err(|source| NodeError::Usig { socket, source }),
+        )
+    }
+
+    /// The client's recovery after the socket failed (`cause`), on a blocking thread: it may
+    /// wait seconds for usigd to come back.
+    async fn recover(
+        self,
+        digest: MessageDigest,
+        cause: UsigError,
+    ) -> (Self, Result<UniqueWarrant, UsigError>) {
+        let Link {
+            mut client, socket, ..
+        } = self;
+        let (client, result, stream) = tokio::task::spawn_blocking(move || {
+            let result = client.recover(&digest, cause);
+            let stream = client.take_stream();
+            (client, result, stream)
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let stream = tokio_stream(stream).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "usigd connection not usable; reconnecting at the next warrant");
+            None
+        });
+        let link = Link {
+            client,
+            stream,
+            socket,
+        };
+        (link, result)
+    }
+}
+
+/// Sends the request for a warrant over `digest` and reads usigd's answer.
+async fn exchange(stream: &mut UnixStream, digest: &MessageDigest) -> Result<Vec<u8>, UsigError> {
+    let io = |e: String| UsigError::Daemon(format!("usigd connection: {e}"));
+    stream
+        .write_all(&UsigdClient::create_frame(digest)?)
+        .await
+        .map_err(|e| io(e.to_string()))?;
+    net::frame::read_frame(stream, MAX_FRAME)
+        .await
+        .map_err(|e| io(e.to_string()))?
+        .ok_or_else(|| io("closed by usigd".into()))
+}
+
+/// The client's connected socket on this runtime.
+fn tokio_stream(
+    stream: Option<std::os::unix::net::UnixStream>,
+) -> Result<Option<UnixStream>, UsigError> {
+    let io = |e: std::io::Error| UsigError::Daemon(format!("usigd connection: {e}"));
+    stream
+        .map(|s| {
+            s.set_nonblocking(true).map_err(io)?;
+            UnixStream::from_std(s).map_err(io)
+        })
+        .transpose()
+}
+
+/// Warrants each message that arrives on `incoming`, in order, until the node lets go.
+async fn serve(
+    mut link: Link,
+    mut incoming: mpsc::UnboundedReceiver<Vec<u8>>,
+    results: mpsc::UnboundedSender<Warranted>,
+    metrics: Arc<Metrics>,
+    pending: Arc<AtomicUsize>,
+    last: Last,
+) {
+    while let Some(bytes) = incoming.recv().await {
+        let started = Instant::now();
+        let digest = MessageDigest::of(&bytes);
+        let result;
+        (link, result) = link.warrant(digest).await;
+        if let Ok(ui) = &result {
+            metrics.warrants.inc();
+            Metrics::observe(&metrics.warrant_seconds, started.elapsed());
+            *last.lock().unwrap_or_else(PoisonError::into_inner) = Some((digest, ui.clone()));
+        }
+        pending.fetch_sub(1, Ordering::SeqCst);
+        if results.send(result).is_err() {
+            return;
+        }
+    }
+}
+
 /// Where `cloudbft keygen` puts the usigd socket of a node: next to cluster.toml, under
 /// `usigd/<machine>/node-<id>.sock`.
 pub fn default_socket(config_dir: &Path, machine: &str, node: u32) -> PathBuf {
@@ -111,4 +216,50 @@ pub fn default_socket(config_dir: &Path, machine: &str, node: u32) -> PathBuf {
         .join("usigd")
         .join(machine)
         .join(format!("node-{node}.sock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use usig::daemon::config::IdentityConfig;
+    use usig::daemon::{Usigd, UsigdConfig};
+
+    /// On the node's own runtime, warrants come back in order; when usigd is killed and
+    /// restarted between two warrants, the next one is recovered on the blocking path and the
+    /// counter goes on without a gap or a repeat.
+    #[tokio::test(flavor = "current_thread")]
+    async fn warrants_in_order_and_across_a_usigd_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = UsigdConfig {
+            state_dir: dir.path().join("state"),
+            tpm: None,
+            identities: vec![IdentityConfig {
+                id: 7,
+                socket: dir.path().join("node-7.sock"),
+                pcr: None,
+            }],
+        };
+        let usigd = Usigd::start(&config, false).expect("start usigd");
+        let metrics = Metrics::register(&mut Default::default());
+        let (worker, mut warranted) =
+            UsigWorker::start(&config.identities[0].socket, UsigId(7), metrics).expect("worker");
+        async fn next(
+            worker: &UsigWorker,
+            warranted: &mut mpsc::UnboundedReceiver<Warranted>,
+            message: &[u8],
+        ) -> UniqueWarrant {
+            worker.warrant(message.to_vec());
+            assert!(worker.busy());
+            warranted.recv().await.expect("open").expect("warrant")
+        }
+        assert_eq!(next(&worker, &mut warranted, b"one").await.counter, 1);
+        assert_eq!(next(&worker, &mut warranted, b"two").await.counter, 2);
+        usigd.shutdown();
+        let usigd = Usigd::start(&config, false).expect("restart usigd");
+        let third = next(&worker, &mut warranted, b"three").await;
+        assert_eq!((third.identity, third.counter), (UsigId(7), 3));
+        assert!(!worker.busy());
+        assert_eq!(worker.last(), Some((MessageDigest::of(b"three"), third)));
+        usigd.shutdown();
+    }
 }

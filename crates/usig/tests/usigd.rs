@@ -174,3 +174,47 @@ fn a_second_usigd_on_the_same_sockets_is_refused() {
     assert!(second.is_err());
     usigd.shutdown();
 }
+
+/// A caller that drives the socket itself (a node's event loop): the taken stream warrants, an
+/// answer lost before it was accepted is recovered as the same warrant rather than a second
+/// counter, a digest never sent gets a new one, and a usigd restart under the taken stream is
+/// recovered too. Garbage in place of an answer is an error, not a panic.
+#[test]
+fn a_taken_stream_warrants_and_recovers_without_spending_a_counter_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), None);
+    let usigd = Usigd::start(&config, false).expect("start usigd");
+    let mut a = UsigdClient::connect(&socket(&config, A), A).expect("connect");
+    let mut stream = a.take_stream().expect("connected");
+    let ask = |stream: &mut UnixStream, digest: &MessageDigest| {
+        stream
+            .write_all(&UsigdClient::create_frame(digest).expect("frame"))
+            .expect("send");
+        wire::read_frame(stream, usig::daemon::protocol::MAX_FRAME)
+            .expect("read")
+            .expect("an answer")
+    };
+    let digest = |n: u8| MessageDigest([n; 32]);
+    let answer = ask(&mut stream, &digest(1));
+    assert_eq!(a.accept_warrant(&answer).expect("warrant").counter, 1);
+    assert!(a.accept_warrant(b"\xff\xff garbage").is_err());
+
+    // usigd made warrant 2 but the caller's transport failed before accepting it.
+    let _lost = ask(&mut stream, &digest(2));
+    drop(stream);
+    let cause = || UsigError::Daemon("connection reset".into());
+    let again = a.recover(&digest(2), cause()).expect("recovered");
+    assert_eq!(again.counter, 2, "the lost warrant, not a new counter");
+    let fresh = a.recover(&digest(3), cause()).expect("new warrant");
+    assert_eq!(
+        fresh.counter, 3,
+        "a digest never sent gets the next counter"
+    );
+
+    let stream = a.take_stream().expect("reconnected");
+    usigd.shutdown();
+    drop(stream);
+    let usigd = Usigd::start(&config, false).expect("restart usigd");
+    assert_eq!(a.recover(&digest(4), cause()).expect("warrant").counter, 4);
+    usigd.shutdown();
+}

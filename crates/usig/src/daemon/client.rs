@@ -4,6 +4,11 @@
 //! warrant is for the digest it was asking about and newer than anything it received, the
 //! earlier request did go through and its warrant is returned instead of spending a second
 //! counter on the same message (which would leave a gap at every verifier).
+//!
+//! A caller with its own event loop (a node) can take the connected socket out
+//! ([`UsigdClient::take_stream`]), send [`UsigdClient::create_frame`] on it, hand the answer to
+//! [`UsigdClient::accept_warrant`], and call [`UsigdClient::recover`] when its transport fails:
+//! the checks and the recovery stay here, in one place.
 
 use super::protocol::{Request, Response, MAX_FRAME, PROTOCOL_VERSION};
 use crate::enroll::EnrollmentRecord;
@@ -141,6 +146,72 @@ impl UsigdClient {
         }
     }
 
+    /// Takes the connected socket out, for a caller that drives it from its own event loop;
+    /// `None` when not connected. The client reconnects on its next own request.
+    pub fn take_stream(&mut self) -> Option<UnixStream> {
+        self.stream.take()
+    }
+
+    /// The whole frame (length prefix and payload) that asks usigd for a warrant over `digest`
+    /// on a taken stream.
+    pub fn create_frame(digest: &MessageDigest) -> Result<Vec<u8>, UsigError> {
+        let bytes = wire::encode(&Request::Create { digest: digest.0 })
+            .map_err(|e| UsigError::Daemon(format!("usigd request: {e}")))?;
+        let mut frame = Vec::with_capacity(bytes.len() + 4);
+        wire::write_frame(&mut frame, &bytes, MAX_FRAME)
+            .map_err(|e| UsigError::Daemon(format!("usigd request: {e}")))?;
+        Ok(frame)
+    }
+
+    /// The warrant in usigd's answer (one frame's payload, at most [`MAX_FRAME`] bytes) to a
+    /// [`UsigdClient::create_frame`] sent on a taken stream, checked as this client checks its
+    /// own.
+    pub fn accept_warrant(&mut self, payload: &[u8]) -> Result<UniqueWarrant, UsigError> {
+        let response = wire::decode::<Response>(payload)
+            .map_err(|e| UsigError::Daemon(format!("usigd connection: {e}")))?;
+        let warrant = match response {
+            Response::Warrant { warrant } => self.decode_warrant(&warrant)?,
+            Response::Error { message } => return Err(UsigError::Refused(message)),
+            other => return Err(unexpected(&other)),
+        };
+        self.newest = Some((warrant.epoch, warrant.counter));
+        Ok(warrant)
+    }
+
+    /// After a taken stream failed (`cause`) with a warrant over `digest` asked for and not
+    /// received: reconnects (for up to [`RECONNECT_DEADLINE`]) and returns that warrant if
+    /// usigd made it, else a new one. Blocks while usigd restarts.
+    pub fn recover(
+        &mut self,
+        digest: &MessageDigest,
+        cause: UsigError,
+    ) -> Result<UniqueWarrant, UsigError> {
+        self.stream = None;
+        self.retry(digest, Instant::now() + RECONNECT_DEADLINE, Err(cause))
+    }
+
+    /// Reconnects and recovers until a warrant is had, usigd answers an error, or `deadline`.
+    fn retry(
+        &mut self,
+        digest: &MessageDigest,
+        deadline: Instant,
+        first: Result<UniqueWarrant, UsigError>,
+    ) -> Result<UniqueWarrant, UsigError> {
+        let mut result = first;
+        // A transport failure (usigd restarting) drops the connection; an answered error does not.
+        while result.is_err() && self.stream.is_none() && Instant::now() < deadline {
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "usigd connection lost; reconnecting");
+            }
+            result = self
+                .reconnect(deadline.saturating_duration_since(Instant::now()))
+                .and_then(|()| self.recover_or_create(digest));
+        }
+        let warrant = result?;
+        self.newest = Some((warrant.epoch, warrant.counter));
+        Ok(warrant)
+    }
+
     fn is_newer(&self, warrant: &UniqueWarrant) -> bool {
         self.newest
             .is_none_or(|newest| (warrant.epoch, warrant.counter) > newest)
@@ -154,19 +225,8 @@ impl Usig for UsigdClient {
 
     fn create_ui_for_digest(&mut self, digest: &MessageDigest) -> Result<UniqueWarrant, UsigError> {
         let deadline = Instant::now() + RECONNECT_DEADLINE;
-        let mut result = self.create_once(digest);
-        // A transport failure (usigd restarting) drops the connection; an answered error does not.
-        while result.is_err() && self.stream.is_none() && Instant::now() < deadline {
-            if let Err(e) = &result {
-                tracing::warn!(error = %e, "usigd connection lost; reconnecting");
-            }
-            result = self
-                .reconnect(deadline.saturating_duration_since(Instant::now()))
-                .and_then(|()| self.recover_or_create(digest));
-        }
-        let warrant = result?;
-        self.newest = Some((warrant.epoch, warrant.counter));
-        Ok(warrant)
+        let first = self.create_once(digest);
+        self.retry(digest, deadline, first)
     }
 }
 
