@@ -558,10 +558,13 @@ impl<A: Application> Executor<A> {
             .await
             .map_err(self.sql("acquiring a connection"))?;
 
-        // A single execution is looked at without locks first. A partition that is behind now
-        // was behind at this moment of the call (progress only moves forward), and stored
-        // results never change, so both answers hold without taking the partition locks.
-        if let [plan] = plans.as_slice() {
+        // On PostgreSQL a single execution is looked at without locks first, so that a repeat
+        // or an early one does not hold its partitions' locks against running executions. A
+        // partition that is behind now was behind at this moment of the call (progress only
+        // moves forward), and stored results never change, so both answers hold without the
+        // locks. SQLite has one writer anyway: the locked path below answers the same, and the
+        // read would cost one more hand-off to SQLite's thread per transaction.
+        if let ([plan], Backend::Postgres) = (plans.as_slice(), self.inner.backend) {
             let rows = self.read_progress(&mut conn, plan, false).await?;
             let unlocked = readiness(&rows, plan);
             if !matches!(unlocked, Readiness::Ready) {
