@@ -28,6 +28,12 @@ mod tpcc_run;
 mod usig_cmd;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc rather than glibc's malloc: every role allocates per message (frames, decoded
+/// envelopes, batches), and glibc's bins cost about 7% of a cluster's CPU under load
+/// (docs/performance.md, item 22).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
