@@ -19,38 +19,51 @@ fn ticks_per_sec() -> f64 {
     }
 }
 
-/// User plus system CPU seconds so far of process `pid` (all its threads), or None once it is
-/// gone.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
-    // Fields 14 and 15 (utime, stime) are at 11 and 12 after the name and state.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / ticks_per_sec())
+/// What a snapshot needs from `/proc/<pid>/stat`.
+struct Stat {
+    command: String,
+    ppid: u32,
+    /// User plus system CPU seconds so far, all threads.
+    cpu_seconds: f64,
 }
 
-/// The live children of each process in `parents` (pid → name), as (`<command>-<parent's
-/// name>`, pid): usigd's swtpm, whose CPU time would otherwise count nowhere (a parent's
-/// /proc/PID/stat has its children's time only once they exited and were waited for).
-fn children(parents: &BTreeMap<u32, &str>) -> Vec<(String, u32)> {
+/// Reads `/proc/<pid>/stat`, or None once the process is gone.
+fn stat(pid: u32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    let close = stat.rfind(')')?;
+    let command = stat.get(stat.find('(')? + 1..close)?.to_string();
+    let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+    // Fields 4 (ppid), 14 and 15 (utime, stime) are at 1, 11 and 12 after the name and state.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some(Stat {
+        command,
+        ppid,
+        cpu_seconds: (utime + stime) / ticks_per_sec(),
+    })
+}
+
+/// User plus system CPU seconds so far of process `pid` (all its threads), or None once it is
+/// gone.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    stat(pid).map(|s| s.cpu_seconds)
+}
+
+/// The CPU seconds of the live children of each process in `parents` (pid → name), named
+/// `<command>-<parent's name>`: usigd's swtpm, whose CPU time would otherwise count nowhere (a
+/// parent's /proc/PID/stat has its children's time only once they exited and were waited
+/// for).
+fn children(parents: &BTreeMap<u32, &str>) -> Vec<(String, f64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|entry| {
         let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let command = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?;
-        // Field 4 (ppid) is the second after the name and state.
-        let ppid: u32 = stat
-            .get(stat.rfind(')')? + 2..)?
-            .split(' ')
-            .nth(1)?
-            .parse()
-            .ok()?;
-        let parent = parents.get(&ppid)?;
-        Some((format!("{command}-{parent}"), pid))
+        let stat = stat(pid)?;
+        let parent = parents.get(&stat.ppid)?;
+        Some((format!("{}-{parent}", stat.command), stat.cpu_seconds))
     })
     .collect()
 }
@@ -72,9 +85,8 @@ impl CpuSnapshot {
         let parents: BTreeMap<u32, &str> = pids.iter().map(|(n, p)| (*p, n.as_str())).collect();
         let mut taken: Vec<(String, f64)> = pids
             .iter()
-            .cloned()
+            .filter_map(|(name, pid)| Some((name.clone(), cpu_seconds(*pid)?)))
             .chain(children(&parents))
-            .filter_map(|(name, pid)| Some((name, cpu_seconds(pid)?)))
             .collect();
         taken.extend(cpu_seconds(std::process::id()).map(|s| ("driver".to_string(), s)));
         CpuSnapshot(taken)

@@ -203,12 +203,18 @@ impl RootCache {
         message: &[u8],
         signature: &BatchSignature,
     ) -> bool {
-        // The common case, a root checked before, without the batch path's allocations.
-        let known = signature.root(domain, message).is_some_and(|root| {
-            self.known
-                .contains(&(*key, signature.count, root, signature.signature))
-        });
-        known || self.verify_many(domain, &[(key, message, signature)])[0]
+        let Some(root) = signature.root(domain, message) else {
+            return false;
+        };
+        let entry = (*key, signature.count, root, signature.signature);
+        if self.known.contains(&entry) {
+            return true;
+        }
+        let valid = verify_root(key, domain, signature.count, &root, &signature.signature);
+        if valid {
+            self.remember(entry);
+        }
+        valid
     }
 
     /// Checks many messages, each `(key, message, signature)`, as [`RootCache::verify`] would
