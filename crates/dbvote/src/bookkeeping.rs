@@ -54,11 +54,20 @@ pub(crate) const SELECT_RESULT: &str =
 /// Most results one INSERT stores (4 parameters each, far below both backends' limits).
 const MOST_RESULTS_PER_INSERT: usize = 64;
 
-/// How many of `waiting` results the next INSERT stores: a power of two, so that a
-/// connection prepares at most seven distinct statements for them.
+/// Up to this many results, one INSERT stores exactly as many; above it, in `EXACT_ROWS` and
+/// [`MOST_RESULTS_PER_INSERT`] rows. Each statement text is prepared once per connection, so
+/// this bounds the statements a connection keeps for results (33) well below sqlx's cache of
+/// 100, while a batch of up to 32 executions stores its results in one statement (each
+/// statement is a hand-off to the database's thread and back).
+const EXACT_ROWS: usize = 32;
+
+/// How many of `waiting` results the next INSERT stores.
 pub(crate) fn insert_results_rows(waiting: usize) -> usize {
-    let most = waiting.clamp(1, MOST_RESULTS_PER_INSERT);
-    1 << most.ilog2()
+    match waiting.max(1) {
+        n if n <= EXACT_ROWS => n,
+        n if n < MOST_RESULTS_PER_INSERT => EXACT_ROWS,
+        _ => MOST_RESULTS_PER_INSERT,
+    }
 }
 
 /// The INSERT of `rows` results (one of [`insert_results_rows`]'s sizes), binding order id,
@@ -66,9 +75,9 @@ pub(crate) fn insert_results_rows(waiting: usize) -> usize {
 pub(crate) fn insert_results(rows: usize) -> &'static str {
     static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let statements = STATEMENTS.get_or_init(|| {
-        (0..=MOST_RESULTS_PER_INSERT.ilog2())
-            .map(|power| {
-                let values: Vec<String> = (0..1usize << power)
+        (1..=MOST_RESULTS_PER_INSERT)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
                     .map(|row| {
                         let p = 4 * row;
                         format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4)
@@ -82,9 +91,53 @@ pub(crate) fn insert_results(rows: usize) -> &'static str {
             })
             .collect()
     });
-    debug_assert!(rows.is_power_of_two() && rows <= MOST_RESULTS_PER_INSERT);
-    &statements[rows.ilog2() as usize]
+    debug_assert!((1..=MOST_RESULTS_PER_INSERT).contains(&rows));
+    &statements[rows - 1]
 }
+
+/// Most partitions one progress UPDATE moves (6 parameters each).
+pub(crate) const MOST_PARTITIONS_PER_UPDATE: usize = 16;
+
+/// The UPDATE that moves `k` progress rows at once, each only if it still holds the
+/// `last_seq` the transaction found. Parameters are numbered in the order they appear: the
+/// (partition id, new last_seq) pairs of the `k` rows, then their (partition id, new
+/// last_order) pairs, then their (partition id, last_seq found) pairs. Each row matches at
+/// most one guard, so the UPDATE moved every row exactly when it affected `k` rows.
+pub(crate) fn update_progress(k: usize) -> &'static str {
+    static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let statements = STATEMENTS.get_or_init(|| {
+        (1..=MOST_PARTITIONS_PER_UPDATE)
+            .map(|k| {
+                // The i-th pair of the `part`-th group of k pairs.
+                let pair = |part: usize, i: usize| (2 * (part * k + i) + 1, 2 * (part * k + i) + 2);
+                let case = |part: usize| -> String {
+                    (0..k)
+                        .map(|i| {
+                            let (id, value) = pair(part, i);
+                            format!(" WHEN ${id} THEN ${value}")
+                        })
+                        .collect()
+                };
+                let guards: Vec<String> = (0..k)
+                    .map(|i| {
+                        let (id, found) = pair(2, i);
+                        format!("(partition_id = ${id} AND last_seq = ${found})")
+                    })
+                    .collect();
+                format!(
+                    "UPDATE cloudbft_progress SET last_seq = CASE partition_id{} END, \
+                     last_order = CASE partition_id{} END WHERE {}",
+                    case(0),
+                    case(1),
+                    guards.join(" OR ")
+                )
+            })
+            .collect()
+    });
+    debug_assert!((1..=MOST_PARTITIONS_PER_UPDATE).contains(&k));
+    &statements[k - 1]
+}
+
 pub(crate) const RESULTS_SIZE: &str = "SELECT COUNT(*), COALESCE(SUM(LENGTH(positions) + \
      LENGTH(operation_sha256) + LENGTH(result)), 0) FROM cloudbft_results";
 pub(crate) const DELETE_RESULTS_THROUGH: &str = "DELETE FROM cloudbft_results WHERE order_id <= $1";
@@ -102,9 +155,6 @@ pub(crate) const RESULTS_ABOVE: &str =
 
 pub(crate) const SELECT_ALL_PROGRESS: &str =
     "SELECT partition_id, last_seq, last_order FROM cloudbft_progress ORDER BY partition_id";
-pub(crate) const UPDATE_PROGRESS: &str =
-    "UPDATE cloudbft_progress SET last_seq = $1, last_order = $2 \
-     WHERE partition_id = $3 AND last_seq = $4";
 
 /// Reads the progress of one partition or of all; `lock` takes the partition locks on
 /// PostgreSQL (on SQLite the transaction already holds the write lock).
@@ -152,7 +202,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn results_are_inserted_in_powers_of_two() {
+    fn results_are_inserted_in_at_most_two_statements_up_to_sixty_four() {
         let sizes = |mut waiting: usize| {
             let mut out = Vec::new();
             while waiting > 0 {
@@ -163,11 +213,31 @@ mod tests {
             out
         };
         assert_eq!(sizes(1), [1]);
-        assert_eq!(sizes(15), [8, 4, 2, 1]);
+        assert_eq!(sizes(21), [21]);
+        assert_eq!(sizes(32), [32]);
+        assert_eq!(sizes(50), [32, 18]);
         assert_eq!(sizes(64), [64]);
         assert_eq!(sizes(130), [64, 64, 2]);
         assert!(insert_results(1).ends_with("VALUES ($1, $2, $3, $4)"));
         assert!(insert_results(64).ends_with("($253, $254, $255, $256)"));
-        assert_eq!(insert_results(8).matches('(').count(), 9);
+        assert_eq!(insert_results(21).matches('(').count(), 22);
+    }
+
+    #[test]
+    fn one_update_moves_several_partitions_each_under_its_guard() {
+        assert_eq!(
+            update_progress(1),
+            "UPDATE cloudbft_progress SET last_seq = CASE partition_id WHEN $1 THEN $2 END, \
+             last_order = CASE partition_id WHEN $3 THEN $4 END \
+             WHERE (partition_id = $5 AND last_seq = $6)"
+        );
+        assert_eq!(
+            update_progress(2),
+            "UPDATE cloudbft_progress SET last_seq = CASE partition_id WHEN $1 THEN $2 \
+             WHEN $3 THEN $4 END, last_order = CASE partition_id WHEN $5 THEN $6 WHEN $7 THEN $8 \
+             END WHERE (partition_id = $9 AND last_seq = $10) OR \
+             (partition_id = $11 AND last_seq = $12)"
+        );
+        assert!(update_progress(MOST_PARTITIONS_PER_UPDATE).ends_with("last_seq = $96)"));
     }
 }

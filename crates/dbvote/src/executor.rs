@@ -178,7 +178,8 @@ struct Plan {
 /// what it read, moved forward by the executions it ran. The writes are deferred to
 /// [`Executor::flush_progress`], before any new read and before the commit, so a chain of n
 /// executions on one partition costs one progress read and one update instead of n each, with
-/// progress and effects still in the same transaction.
+/// progress and effects still in the same transaction. On SQLite the transaction reads every
+/// partition once at its start, so a whole batch costs one read and one UPDATE.
 #[derive(Default)]
 struct TxProgress {
     /// Partition → (last_seq as read from the database, progress now).
@@ -619,6 +620,11 @@ impl<A: Application> Executor<A> {
         let mut outcomes = Vec::with_capacity(plans.len());
         let mut progress = TxProgress::default();
         let mut unstored = Vec::new();
+        if self.inner.backend == Backend::Sqlite {
+            // The transaction holds SQLite's one write lock: read every partition's progress
+            // once, and no plan needs another read (nor the flush before it).
+            progress.learn(&self.read_all_progress(tx).await?);
+        }
         for (plan, execution) in plans.iter().zip(executions) {
             // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
             // of the same order may have held the locks, and only statements after the lock see
@@ -720,32 +726,53 @@ impl<A: Application> Executor<A> {
         Ok(())
     }
 
-    /// Writes the progress this transaction moved (one UPDATE per partition, however many
-    /// executions moved it), checking that each partition was still where the transaction found
-    /// it (the rows are locked, so anything else means a writer bypassed the locks). `order`
-    /// names the execution in errors.
+    /// Writes the progress this transaction moved (one UPDATE for up to
+    /// [`bk::MOST_PARTITIONS_PER_UPDATE`] partitions, however many executions moved them),
+    /// checking that each partition was still where the transaction found it (the rows are
+    /// locked, so anything else means a writer bypassed the locks). `order` names the
+    /// execution in errors.
     async fn flush_progress(
         &self,
         tx: &mut AnyConnection,
         progress: &mut TxProgress,
         order: u64,
     ) -> Result<(), DbError> {
-        for (partition, found, now) in progress.take_moved() {
-            let updated = sqlx::query(bk::UPDATE_PROGRESS)
-                .bind(self.signed(now.last_seq, order, "sequence number")?)
-                .bind(self.signed(now.last_order, order, "order id")?)
-                .bind(i64::from(partition))
-                .bind(self.signed(found, order, "sequence number")?)
+        let moved = progress.take_moved();
+        for chunk in moved.chunks(bk::MOST_PARTITIONS_PER_UPDATE) {
+            let mut query = sqlx::query(bk::update_progress(chunk.len()));
+            for &(partition, _, now) in chunk {
+                query = query.bind(i64::from(partition)).bind(self.signed(
+                    now.last_seq,
+                    order,
+                    "sequence number",
+                )?);
+            }
+            for &(partition, _, now) in chunk {
+                query = query.bind(i64::from(partition)).bind(self.signed(
+                    now.last_order,
+                    order,
+                    "order id",
+                )?);
+            }
+            for &(partition, found, _) in chunk {
+                query = query.bind(i64::from(partition)).bind(self.signed(
+                    found,
+                    order,
+                    "sequence number",
+                )?);
+            }
+            let updated = query
                 .execute(&mut *tx)
                 .await
                 .map_err(self.sql("recording the progress"))?
                 .rows_affected();
-            if updated != 1 {
+            if updated != chunk.len() as u64 {
+                let partitions: Vec<PartitionId> = chunk.iter().map(|m| m.0).collect();
                 return Err(DbError::Corrupt {
                     url: self.inner.url.clone(),
                     reason: format!(
-                        "progress of partition {partition} changed while locked (another writer \
-                         without the executor's locks?)"
+                        "progress of partitions {partitions:?} changed while locked (another \
+                         writer without the executor's locks?)"
                     ),
                 });
             }
@@ -1145,6 +1172,49 @@ mod tests {
             .unwrap();
         assert_eq!(busy, 10_000);
         drop(conn);
+        exec.close().await;
+    }
+
+    /// One UPDATE moves several partitions, and fails the transaction (naming them) when any
+    /// one of them is no longer where the transaction found it.
+    #[tokio::test]
+    async fn one_progress_update_moves_partitions_only_from_where_they_were_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, 3)
+            .await
+            .unwrap();
+        let at = |partition, last_seq, last_order| PartitionProgress {
+            partition,
+            last_seq,
+            last_order,
+        };
+        let moved = |found: u64| {
+            let mut progress = TxProgress::default();
+            progress.learn(&[at(0, 0, 0), at(2, found, 0)]);
+            progress.known.get_mut(&0).unwrap().1 = at(0, 1, 7);
+            progress.known.get_mut(&2).unwrap().1 = at(2, found + 1, 8);
+            progress
+        };
+        let mut tx = exec
+            .begin(bk::begin_write(Backend::Sqlite), "test")
+            .await
+            .unwrap();
+        match exec.flush_progress(&mut tx, &mut moved(5), 8).await {
+            Err(DbError::Corrupt { reason, .. }) => assert!(reason.contains("[0, 2]"), "{reason}"),
+            other => panic!("a stale partition must refuse the move, got {other:?}"),
+        }
+        // The error ends the transaction (execute_batch drops it: a rollback), as here.
+        tx.rollback().await.unwrap();
+        let mut tx = exec
+            .begin(bk::begin_write(Backend::Sqlite), "test")
+            .await
+            .unwrap();
+        exec.flush_progress(&mut tx, &mut moved(0), 8)
+            .await
+            .unwrap();
+        let rows = exec.read_all_progress(&mut tx).await.unwrap();
+        assert_eq!(rows, [at(0, 1, 7), at(1, 0, 0), at(2, 1, 8)]);
+        tx.rollback().await.unwrap();
         exec.close().await;
     }
 
