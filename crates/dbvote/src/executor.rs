@@ -214,7 +214,7 @@ impl TxProgress {
 
     /// The partitions moved since they were read or last written: (partition, last_seq in
     /// the database, progress now). Afterwards the database holds what this transaction sees.
-    fn take_moved(&mut self) -> Vec<(PartitionId, u64, PartitionProgress)> {
+    fn take_moved(&mut self) -> Vec<Moved> {
         let mut moved = Vec::new();
         for (&partition, (found, now)) in &mut self.known {
             if *found != now.last_seq {
@@ -225,6 +225,12 @@ impl TxProgress {
         moved
     }
 }
+
+/// A partition a transaction moved: (partition, last_seq in the database, progress now).
+type Moved = (PartitionId, u64, PartitionProgress);
+
+/// One of the values a progress UPDATE binds for a moved partition.
+type MovedField = fn(&Moved) -> u64;
 
 /// Why a batch's transaction stopped.
 enum Failure {
@@ -740,26 +746,18 @@ impl<A: Application> Executor<A> {
         let moved = progress.take_moved();
         for chunk in moved.chunks(bk::MOST_PARTITIONS_PER_UPDATE) {
             let mut query = sqlx::query(bk::update_progress(chunk.len()));
-            for &(partition, _, now) in chunk {
-                query = query.bind(i64::from(partition)).bind(self.signed(
-                    now.last_seq,
-                    order,
-                    "sequence number",
-                )?);
-            }
-            for &(partition, _, now) in chunk {
-                query = query.bind(i64::from(partition)).bind(self.signed(
-                    now.last_order,
-                    order,
-                    "order id",
-                )?);
-            }
-            for &(partition, found, _) in chunk {
-                query = query.bind(i64::from(partition)).bind(self.signed(
-                    found,
-                    order,
-                    "sequence number",
-                )?);
+            // The statement's three groups of (partition, value) pairs, in its order.
+            let groups: [(MovedField, &str); 3] = [
+                (|m| m.2.last_seq, "sequence number"),
+                (|m| m.2.last_order, "order id"),
+                (|m| m.1, "sequence number"),
+            ];
+            for (value, what) in groups {
+                for m in chunk {
+                    query = query
+                        .bind(i64::from(m.0))
+                        .bind(self.signed(value(m), order, what)?);
+                }
             }
             let updated = query
                 .execute(&mut *tx)
@@ -1147,13 +1145,18 @@ mod tests {
     use super::*;
     use crate::Bank;
 
+    /// A bank executor over a SQLite file in `dir`.
+    async fn sqlite(dir: &tempfile::TempDir, partitions: u32) -> Executor<Bank> {
+        Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, partitions)
+            .await
+            .unwrap()
+    }
+
     /// The durability settings are in force on the pool's connections, not just requested.
     #[tokio::test]
     async fn sqlite_runs_wal_with_full_sync() {
         let dir = tempfile::tempdir().unwrap();
-        let exec = Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, 2)
-            .await
-            .unwrap();
+        let exec = sqlite(&dir, 2).await;
         let mut conn = exec.inner.pool.acquire().await.unwrap();
         assert_eq!(Backend::of(&conn), Some(Backend::Sqlite));
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
@@ -1180,9 +1183,7 @@ mod tests {
     #[tokio::test]
     async fn one_progress_update_moves_partitions_only_from_where_they_were_found() {
         let dir = tempfile::tempdir().unwrap();
-        let exec = Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, 3)
-            .await
-            .unwrap();
+        let exec = sqlite(&dir, 3).await;
         let at = |partition, last_seq, last_order| PartitionProgress {
             partition,
             last_seq,
