@@ -19,7 +19,7 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 8: COMMIT-DB and REPLY-COMMIT-DB unsigned, on authenticated links.
 /// 9: DECIDED, the replicas' pacing hint to the primary.
 /// 10: REQUESTs carry a batch signature (a client endpoint signs its ready requests together).
-pub const PROTOCOL_VERSION: u16 = 10;
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
