@@ -11,6 +11,10 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use sim::inproc::{Harness, Options};
 use std::time::Duration;
 
+/// The allocator the `cloudbft` binary runs with, so that these figures match its nodes'.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Requests per client in one timed run: 256 x 20 = 5,120 requests.
 const PER_CLIENT: u64 = 20;
 
