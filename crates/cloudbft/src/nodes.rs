@@ -212,7 +212,11 @@ where
     }
     .enable_all()
     .build()?;
-    runtime.block_on(async { Ok(node(stop_signal()?).await?) })
+    let result = runtime.block_on(async { Ok(node(stop_signal()?).await?) });
+    // A blocking task still running now is orphaned (say, the USIG client's recovery waiting up
+    // to 10 s for usigd): do not hold the exit for it.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    result
 }
 
 pub fn primary(args: PrimaryArgs) -> Result<()> {
