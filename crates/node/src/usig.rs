@@ -120,11 +120,12 @@ impl Link {
                 result
             }
         };
-        let socket = self.socket.clone();
-        (
-            self,
-            result.map_err(|source| NodeError::Usig { socket, source }),
-        )
+        // The socket's name is copied only into an error, not for every warrant.
+        let result = result.map_err(|source| NodeError::Usig {
+            socket: self.socket.clone(),
+            source,
+        });
+        (self, result)
     }
 
     /// The client's recovery after the socket failed (`cause`), on a blocking thread: it may
