@@ -59,7 +59,7 @@ const MOST_RESULTS_PER_INSERT: usize = 64;
 /// this bounds the statements a connection keeps for results (33) well below sqlx's cache of
 /// 100, while a batch of up to 32 executions stores its results in one statement (each
 /// statement is a hand-off to the database's thread and back).
-const EXACT_ROWS: usize = 32;
+pub(crate) const EXACT_ROWS: usize = 32;
 
 /// How many of `waiting` results the next INSERT stores.
 pub(crate) fn insert_results_rows(waiting: usize) -> usize {
@@ -76,67 +76,97 @@ pub(crate) fn insert_results(rows: usize) -> &'static str {
     static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let statements = STATEMENTS.get_or_init(|| {
         (1..=MOST_RESULTS_PER_INSERT)
-            .map(|rows| {
-                let values: Vec<String> = (0..rows)
-                    .map(|row| {
-                        let p = 4 * row;
-                        format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4)
-                    })
-                    .collect();
-                format!(
-                    "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, \
-                     result) VALUES {}",
-                    values.join(", ")
-                )
-            })
+            .map(|rows| insert_results_from(rows, 1))
             .collect()
     });
     debug_assert!((1..=MOST_RESULTS_PER_INSERT).contains(&rows));
     &statements[rows - 1]
 }
 
+/// [`insert_results`] with its parameters numbered from `$first`.
+fn insert_results_from(rows: usize, first: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let p = first + 4 * row;
+            format!("(${}, ${}, ${}, ${})", p, p + 1, p + 2, p + 3)
+        })
+        .collect();
+    format!(
+        "INSERT INTO cloudbft_results (order_id, positions, operation_sha256, result) VALUES {}",
+        values.join(", ")
+    )
+}
+
 /// Most partitions one progress UPDATE moves (6 parameters each).
 pub(crate) const MOST_PARTITIONS_PER_UPDATE: usize = 16;
 
-/// The UPDATE that moves `k` progress rows at once, each only if it still holds the
-/// `last_seq` the transaction found. Parameters are numbered in the order they appear: the
-/// (partition id, new last_seq) pairs of the `k` rows, then their (partition id, new
-/// last_order) pairs, then their (partition id, last_seq found) pairs. Each row matches at
-/// most one guard, so the UPDATE moved every row exactly when it affected `k` rows.
+/// The UPDATE that moves `k` progress rows at once, each only from the `last_seq` the
+/// transaction found. Parameters are numbered in the order they appear: the (partition id,
+/// last_seq found, new last_seq) triples of the `k` rows, then their (partition id, new
+/// last_order) pairs, then their partition ids. A row that no longer holds the `last_seq` found
+/// gets NULL, which the column refuses: the statement fails (a NOT NULL violation) and moves
+/// nothing. So the check needs no second statement and comes before the commit, also where
+/// the commit follows in the same hand-off to the database ([`store_move_commit`]). A missing
+/// row is not an error here; the UPDATE then affects fewer than `k` rows.
 pub(crate) fn update_progress(k: usize) -> &'static str {
     static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let statements = STATEMENTS.get_or_init(|| {
         (1..=MOST_PARTITIONS_PER_UPDATE)
-            .map(|k| {
-                // The i-th pair of the `part`-th group of k pairs.
-                let pair = |part: usize, i: usize| (2 * (part * k + i) + 1, 2 * (part * k + i) + 2);
-                let case = |part: usize| -> String {
-                    (0..k)
-                        .map(|i| {
-                            let (id, value) = pair(part, i);
-                            format!(" WHEN ${id} THEN ${value}")
-                        })
-                        .collect()
-                };
-                let guards: Vec<String> = (0..k)
-                    .map(|i| {
-                        let (id, found) = pair(2, i);
-                        format!("(partition_id = ${id} AND last_seq = ${found})")
-                    })
-                    .collect();
-                format!(
-                    "UPDATE cloudbft_progress SET last_seq = CASE partition_id{} END, \
-                     last_order = CASE partition_id{} END WHERE {}",
-                    case(0),
-                    case(1),
-                    guards.join(" OR ")
-                )
-            })
+            .map(|k| update_progress_from(k, 1))
             .collect()
     });
     debug_assert!((1..=MOST_PARTITIONS_PER_UPDATE).contains(&k));
     &statements[k - 1]
 }
+
+/// [`update_progress`] with its parameters numbered from `$first`.
+fn update_progress_from(k: usize, first: usize) -> String {
+    let seq: String = (0..k)
+        .map(|i| {
+            let p = first + 3 * i;
+            format!(
+                " WHEN partition_id = ${p} AND last_seq = ${} THEN ${}",
+                p + 1,
+                p + 2
+            )
+        })
+        .collect();
+    let first = first + 3 * k;
+    let order: String = (0..k)
+        .map(|i| format!(" WHEN ${} THEN ${}", first + 2 * i, first + 2 * i + 1))
+        .collect();
+    let first = first + 2 * k;
+    let ids: Vec<String> = (0..k).map(|i| format!("${}", first + i)).collect();
+    format!(
+        "UPDATE cloudbft_progress SET last_seq = CASE{seq} END, \
+         last_order = CASE partition_id{order} END WHERE partition_id IN ({})",
+        ids.join(", ")
+    )
+}
+
+/// SQLite: the end of an executing transaction as one list of statements, which sqlx runs in
+/// one hand-off to the connection's thread: the INSERT of `rows` results (up to
+/// [`EXACT_ROWS`]; none if 0), the UPDATE of `k` partitions (up to
+/// [`MOST_PARTITIONS_PER_UPDATE`]; none if 0), then `COMMIT`. Parameters are numbered through
+/// the list, the INSERT's first. SQLite stops at the first statement that fails, so the
+/// commit runs only after both succeeded; the caller then rolls back.
+pub(crate) fn store_move_commit(rows: usize, k: usize) -> String {
+    debug_assert!(rows <= EXACT_ROWS && k <= MOST_PARTITIONS_PER_UPDATE);
+    let mut statements = Vec::with_capacity(3);
+    if rows > 0 {
+        statements.push(insert_results_from(rows, 1));
+    }
+    if k > 0 {
+        statements.push(update_progress_from(k, 1 + 4 * rows));
+    }
+    statements.push("COMMIT".to_owned());
+    statements.join("; ")
+}
+
+/// SQLite: opens an executing transaction and reads every partition's progress, in one
+/// hand-off to the connection's thread ([`begin_write`], then [`SELECT_ALL_PROGRESS`]).
+pub(crate) const BEGIN_AND_READ_ALL_PROGRESS: &str = "BEGIN IMMEDIATE; SELECT partition_id, \
+     last_seq, last_order FROM cloudbft_progress ORDER BY partition_id";
 
 pub(crate) const RESULTS_SIZE: &str = "SELECT COUNT(*), COALESCE(SUM(LENGTH(positions) + \
      LENGTH(operation_sha256) + LENGTH(result)), 0) FROM cloudbft_results";
@@ -227,17 +257,42 @@ mod tests {
     fn one_update_moves_several_partitions_each_under_its_guard() {
         assert_eq!(
             update_progress(1),
-            "UPDATE cloudbft_progress SET last_seq = CASE partition_id WHEN $1 THEN $2 END, \
-             last_order = CASE partition_id WHEN $3 THEN $4 END \
-             WHERE (partition_id = $5 AND last_seq = $6)"
+            "UPDATE cloudbft_progress SET last_seq = CASE WHEN partition_id = $1 AND \
+             last_seq = $2 THEN $3 END, last_order = CASE partition_id WHEN $4 THEN $5 END \
+             WHERE partition_id IN ($6)"
         );
         assert_eq!(
             update_progress(2),
-            "UPDATE cloudbft_progress SET last_seq = CASE partition_id WHEN $1 THEN $2 \
-             WHEN $3 THEN $4 END, last_order = CASE partition_id WHEN $5 THEN $6 WHEN $7 THEN $8 \
-             END WHERE (partition_id = $9 AND last_seq = $10) OR \
-             (partition_id = $11 AND last_seq = $12)"
+            "UPDATE cloudbft_progress SET last_seq = CASE WHEN partition_id = $1 AND \
+             last_seq = $2 THEN $3 WHEN partition_id = $4 AND last_seq = $5 THEN $6 END, \
+             last_order = CASE partition_id WHEN $7 THEN $8 WHEN $9 THEN $10 END \
+             WHERE partition_id IN ($11, $12)"
         );
-        assert!(update_progress(MOST_PARTITIONS_PER_UPDATE).ends_with("last_seq = $96)"));
+        assert!(update_progress(MOST_PARTITIONS_PER_UPDATE).ends_with(", $96)"));
+    }
+
+    #[test]
+    fn a_transaction_ends_in_one_list_numbered_through() {
+        assert_eq!(store_move_commit(0, 0), "COMMIT");
+        let both = store_move_commit(2, 1);
+        assert!(
+            both.starts_with(&format!("{}; UPDATE", insert_results(2))),
+            "{both}"
+        );
+        assert!(
+            both.ends_with(
+                "THEN $11 END, last_order = CASE partition_id WHEN $12 THEN $13 \
+                 END WHERE partition_id IN ($14); COMMIT"
+            ),
+            "{both}"
+        );
+        assert_eq!(
+            store_move_commit(0, 1),
+            format!("{}; COMMIT", update_progress(1))
+        );
+        assert_eq!(
+            store_move_commit(EXACT_ROWS, 0),
+            format!("{}; COMMIT", insert_results(EXACT_ROWS))
+        );
     }
 }

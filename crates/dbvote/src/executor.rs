@@ -34,7 +34,8 @@ use std::time::Duration;
 use ring::digest::{digest, SHA256};
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyConnection, AnyPool, AssertSqlSafe, Connection, Row};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, AssertSqlSafe, Connection, Row};
 use tokio::sync::Mutex;
 use tracing::{debug, info, warn};
 
@@ -162,8 +163,12 @@ struct Inner<A> {
     partitions: u32,
     /// The URL with its password removed, for messages.
     url: String,
-    /// SQLite only: the writers of this process, one at a time.
-    writer: Option<Mutex<()>>,
+    /// SQLite only: the writers of this process, one at a time, and the connection that
+    /// [`Executor::execute_batch`] keeps between batches (taken out while a batch runs, so a
+    /// cancelled or failed batch drops it, which closes it and rolls its transaction back).
+    /// Kept, it costs no acquisition from the pool and no ping on release, each a hand-off
+    /// to SQLite's thread and back.
+    writer: Option<Mutex<Option<PoolConnection<Any>>>>,
 }
 
 /// A validated execution, in the database's integer types.
@@ -229,8 +234,16 @@ impl TxProgress {
 /// A partition a transaction moved: (partition, last_seq in the database, progress now).
 type Moved = (PartitionId, u64, PartitionProgress);
 
-/// One of the values a progress UPDATE binds for a moved partition.
-type MovedField = fn(&Moved) -> u64;
+/// A statement with its parameters, as sqlx builds it for the `Any` driver.
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
+
+/// Whether `error` is a NOT NULL violation: [`bk::update_progress`]'s refusal to move a
+/// partition from where the transaction did not find it.
+fn is_not_null_violation(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .is_some_and(|e| e.kind() == sqlx::error::ErrorKind::NotNullViolation)
+}
 
 /// Why a batch's transaction stopped.
 enum Failure {
@@ -311,7 +324,7 @@ impl<A: Application> Executor<A> {
                 backend,
                 partitions,
                 url: shown,
-                writer: (backend == Backend::Sqlite).then(|| Mutex::new(())),
+                writer: (backend == Backend::Sqlite).then(|| Mutex::new(None)),
             }),
         };
         executor.create_schema().await?;
@@ -346,6 +359,10 @@ impl<A: Application> Executor<A> {
 
     /// Closes the connections (waits for executions in progress to give theirs back).
     pub async fn close(&self) {
+        // The pool waits for every connection it handed out, the writer's too.
+        if let Some(mut writer) = self.lock_writer().await {
+            writer.take();
+        }
         self.inner.pool.close().await;
     }
 
@@ -558,6 +575,9 @@ impl<A: Application> Executor<A> {
             .iter()
             .map(|e| self.plan(e))
             .collect::<Result<Vec<_>, _>>()?;
+        if self.inner.backend == Backend::Sqlite {
+            return self.execute_batch_sqlite(&plans, executions).await;
+        }
         let mut conn = self
             .inner
             .pool
@@ -565,13 +585,11 @@ impl<A: Application> Executor<A> {
             .await
             .map_err(self.sql("acquiring a connection"))?;
 
-        // On PostgreSQL a single execution is looked at without locks first, so that a repeat
-        // or an early one does not hold its partitions' locks against running executions. A
-        // partition that is behind now was behind at this moment of the call (progress only
-        // moves forward), and stored results never change, so both answers hold without the
-        // locks. SQLite has one writer anyway: the locked path below answers the same, and the
-        // read would cost one more hand-off to SQLite's thread per transaction.
-        if let ([plan], Backend::Postgres) = (plans.as_slice(), self.inner.backend) {
+        // A single execution is looked at without locks first, so that a repeat or an early
+        // one does not hold its partitions' locks against running executions. A partition
+        // that is behind now was behind at this moment of the call (progress only moves
+        // forward), and stored results never change, so both answers hold without the locks.
+        if let [plan] = plans.as_slice() {
             let rows = self.read_progress(&mut conn, plan, false).await?;
             let unlocked = readiness(&rows, plan);
             if !matches!(unlocked, Readiness::Ready) {
@@ -585,14 +603,25 @@ impl<A: Application> Executor<A> {
             }
         }
 
-        // The writer of this process holds no lock that needs a second connection, so waiting
-        // here with a connection in hand cannot deadlock the pool.
-        let _writer = self.lock_writer().await;
         let mut tx = conn
             .begin_with(bk::begin_write(self.inner.backend))
             .await
             .map_err(self.sql("beginning an execution"))?;
-        match self.run_locked(&mut tx, &plans, executions).await {
+        let mut progress = TxProgress::default();
+        let mut unstored = Vec::new();
+        let run = async {
+            let outcomes = self
+                .run_locked(&mut tx, &plans, executions, &mut progress, &mut unstored)
+                .await?;
+            self.store_results(&mut tx, &plans, &outcomes, &mut unstored)
+                .await?;
+            if let Some(last) = plans.last() {
+                self.flush_progress(&mut tx, &mut progress, last.order)
+                    .await?;
+            }
+            Ok(outcomes)
+        };
+        match run.await {
             Ok(outcomes) => {
                 tx.commit()
                     .await
@@ -601,36 +630,106 @@ impl<A: Application> Executor<A> {
             }
             Err(Failure::Db(e)) => Err(e),
             Err(Failure::Store { storing, source }) => {
-                // Most likely an order was executed at other positions: say so if one was.
                 let _ = tx.rollback().await;
-                for &i in &storing {
-                    if let Err(conflict @ DbError::Conflict { .. }) =
-                        self.stored_outcome(&mut conn, &plans[i]).await
-                    {
-                        return Err(conflict);
-                    }
-                }
-                Err((self.sql("storing the results"))(source))
+                Err(self.store_failed(&mut conn, &plans, &storing, source).await)
             }
         }
     }
 
+    /// [`execute_batch`](Self::execute_batch) on SQLite, whose one writer holds the write lock
+    /// for the whole transaction. On the writer's kept connection, and in two hand-offs to
+    /// SQLite's thread besides the operations' own statements: one opens the transaction and
+    /// reads every partition's progress, one stores the results, moves the progress and
+    /// commits (up to [`bk::EXACT_ROWS`] results and [`bk::MOST_PARTITIONS_PER_UPDATE`]
+    /// partitions; more take their own statements first). The checks are the same as on
+    /// PostgreSQL, and all come before the commit: a result stored twice fails the INSERT,
+    /// a partition moved from elsewhere fails the UPDATE, and SQLite runs nothing of the list
+    /// after a failed statement.
+    async fn execute_batch_sqlite(
+        &self,
+        plans: &[Plan],
+        executions: &[Execution],
+    ) -> Result<Vec<Outcome>, DbError> {
+        let mut writer = self.lock_writer().await.expect("SQLite has one writer");
+        let mut conn = match writer.take() {
+            Some(conn) => conn,
+            None => {
+                let mut conn = self
+                    .inner
+                    .pool
+                    .acquire()
+                    .await
+                    .map_err(self.sql("acquiring a connection"))?;
+                // Dropped only if a batch fails or is cancelled, perhaps inside its
+                // transaction: then closed (SQLite rolls back), never returned to the pool.
+                conn.close_on_drop();
+                conn
+            }
+        };
+        let rows = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(self.sql("beginning an execution"))?;
+        let mut progress = TxProgress::default();
+        progress.learn(&self.progress_rows(&rows)?);
+        let mut unstored = Vec::new();
+        let run = async {
+            let outcomes = self
+                .run_locked(&mut conn, plans, executions, &mut progress, &mut unstored)
+                .await?;
+            self.store_move_commit(&mut conn, plans, &outcomes, &mut unstored, &mut progress)
+                .await?;
+            Ok(outcomes)
+        };
+        match run.await {
+            Ok(outcomes) => {
+                *writer = Some(conn);
+                Ok(outcomes)
+            }
+            Err(Failure::Db(e)) => Err(e),
+            Err(Failure::Store { storing, source }) => {
+                if sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
+                    return Err((self.sql("storing the results"))(source));
+                }
+                let error = self.store_failed(&mut conn, plans, &storing, source).await;
+                *writer = Some(conn);
+                Err(error)
+            }
+        }
+    }
+
+    /// Why storing the results of `storing` failed, after the rollback: most likely an order
+    /// was executed at other positions, and then its stored result says so.
+    async fn store_failed(
+        &self,
+        conn: &mut AnyConnection,
+        plans: &[Plan],
+        storing: &[usize],
+        source: sqlx::Error,
+    ) -> DbError {
+        for &i in storing {
+            if let Err(conflict @ DbError::Conflict { .. }) =
+                self.stored_outcome(conn, &plans[i]).await
+            {
+                return conflict;
+            }
+        }
+        (self.sql("storing the results"))(source)
+    }
+
     /// The body of [`execute_batch`](Self::execute_batch)'s transaction: one outcome per plan,
-    /// in order; nothing is committed here.
+    /// in order. The caller stores what is left in `unstored`, writes what `progress` moved
+    /// and commits. On SQLite `progress` already knows every partition (read when the
+    /// transaction began, under the one write lock), so no plan needs another read.
     async fn run_locked(
         &self,
         tx: &mut AnyConnection,
         plans: &[Plan],
         executions: &[Execution],
+        progress: &mut TxProgress,
+        unstored: &mut Vec<usize>,
     ) -> Result<Vec<Outcome>, Failure> {
         let mut outcomes = Vec::with_capacity(plans.len());
-        let mut progress = TxProgress::default();
-        let mut unstored = Vec::new();
-        if self.inner.backend == Backend::Sqlite {
-            // The transaction holds SQLite's one write lock: read every partition's progress
-            // once, and no plan needs another read (nor the flush before it).
-            progress.learn(&self.read_all_progress(tx).await?);
-        }
         for (plan, execution) in plans.iter().zip(executions) {
             // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
             // of the same order may have held the locks, and only statements after the lock see
@@ -640,7 +739,7 @@ impl<A: Application> Executor<A> {
             let rows = match progress.rows(plan) {
                 Some(rows) => rows,
                 None => {
-                    self.flush_progress(tx, &mut progress, plan.order).await?;
+                    self.flush_progress(tx, progress, plan.order).await?;
                     let rows = self.read_progress(tx, plan, true).await?;
                     progress.learn(&rows);
                     rows
@@ -648,8 +747,7 @@ impl<A: Application> Executor<A> {
             };
             let locked = readiness(&rows, plan);
             if !matches!(locked, Readiness::Ready) {
-                self.store_results(tx, plans, &outcomes, &mut unstored)
-                    .await?;
+                self.store_results(tx, plans, &outcomes, unstored).await?;
                 if let Some(outcome) = self.stored_outcome(tx, plan).await? {
                     outcomes.push(outcome);
                     continue;
@@ -684,11 +782,6 @@ impl<A: Application> Executor<A> {
             unstored.push(outcomes.len());
             outcomes.push(Outcome::Executed(result));
         }
-        self.store_results(tx, plans, &outcomes, &mut unstored)
-            .await?;
-        if let Some(last) = plans.last() {
-            self.flush_progress(tx, &mut progress, last.order).await?;
-        }
         Ok(outcomes)
     }
 
@@ -708,18 +801,8 @@ impl<A: Application> Executor<A> {
         while !rest.is_empty() {
             let rows = bk::insert_results_rows(rest.len());
             let (now, later) = rest.split_at(rows);
-            let mut query = sqlx::query(bk::insert_results(rows));
-            for &i in now {
-                let plan = &plans[i];
-                let Outcome::Executed(result) = &outcomes[i] else {
-                    unreachable!("only executed orders wait to be stored")
-                };
-                query = query
-                    .bind(self.signed(plan.order, plan.order, "order id")?)
-                    .bind(plan.positions_bytes.as_slice())
-                    .bind(plan.operation_hash.as_slice())
-                    .bind(result.as_slice());
-            }
+            let query =
+                self.bind_results(sqlx::query(bk::insert_results(rows)), plans, outcomes, now)?;
             if let Err(source) = query.execute(&mut *tx).await {
                 return Err(Failure::Store {
                     storing: now.to_vec(),
@@ -732,50 +815,145 @@ impl<A: Application> Executor<A> {
         Ok(())
     }
 
+    /// SQLite: the end of [`execute_batch_sqlite`](Self::execute_batch_sqlite)'s transaction.
+    /// Stores the results `unstored` names, writes what `progress` moved and commits, the
+    /// last INSERT and UPDATE in one list with the COMMIT ([`bk::store_move_commit`]). The
+    /// UPDATE's rows count is not checked, as [`flush_progress`](Self::flush_progress) does:
+    /// it would be known only after the commit, and every partition moved was read in this
+    /// transaction, which holds SQLite's one write lock, so none can be missing.
+    async fn store_move_commit(
+        &self,
+        conn: &mut AnyConnection,
+        plans: &[Plan],
+        outcomes: &[Outcome],
+        unstored: &mut Vec<usize>,
+        progress: &mut TxProgress,
+    ) -> Result<(), Failure> {
+        if unstored.len() > bk::EXACT_ROWS {
+            self.store_results(conn, plans, outcomes, unstored).await?;
+        }
+        let order = plans.last().map_or(0, |plan| plan.order);
+        let mut moved = progress.take_moved();
+        if moved.len() > bk::MOST_PARTITIONS_PER_UPDATE {
+            self.write_moved(conn, &moved, order).await?;
+            moved.clear();
+        }
+        let query = sqlx::query(AssertSqlSafe(bk::store_move_commit(
+            unstored.len(),
+            moved.len(),
+        )));
+        let query = self.bind_results(query, plans, outcomes, unstored)?;
+        let query = self.bind_moved(query, &moved, order)?;
+        match query.execute(&mut *conn).await {
+            Ok(_) => {
+                unstored.clear();
+                Ok(())
+            }
+            Err(source) if is_not_null_violation(&source) => {
+                Err(Failure::Db(self.moved_elsewhere(&moved)))
+            }
+            Err(source) => Err(Failure::Store {
+                storing: std::mem::take(unstored),
+                source,
+            }),
+        }
+    }
+
+    /// Binds [`bk::insert_results`]'s parameters for the executions `indices` names (indices
+    /// into `plans` and `outcomes`, each an [`Outcome::Executed`]).
+    fn bind_results<'q>(
+        &self,
+        mut query: AnyQuery<'q>,
+        plans: &'q [Plan],
+        outcomes: &'q [Outcome],
+        indices: &[usize],
+    ) -> Result<AnyQuery<'q>, DbError> {
+        for &i in indices {
+            let plan = &plans[i];
+            let Outcome::Executed(result) = &outcomes[i] else {
+                unreachable!("only executed orders wait to be stored")
+            };
+            query = query
+                .bind(self.signed(plan.order, plan.order, "order id")?)
+                .bind(plan.positions_bytes.as_slice())
+                .bind(plan.operation_hash.as_slice())
+                .bind(result.as_slice());
+        }
+        Ok(query)
+    }
+
+    /// Binds [`bk::update_progress`]'s parameters for `moved`, in the statement's order.
+    /// `order` names the execution in errors.
+    fn bind_moved<'q>(
+        &self,
+        mut query: AnyQuery<'q>,
+        moved: &[Moved],
+        order: u64,
+    ) -> Result<AnyQuery<'q>, DbError> {
+        for &(partition, found, now) in moved {
+            query = query
+                .bind(i64::from(partition))
+                .bind(self.signed(found, order, "sequence number")?)
+                .bind(self.signed(now.last_seq, order, "sequence number")?);
+        }
+        for &(partition, _, now) in moved {
+            query = query.bind(i64::from(partition)).bind(self.signed(
+                now.last_order,
+                order,
+                "order id",
+            )?);
+        }
+        for &(partition, _, _) in moved {
+            query = query.bind(i64::from(partition));
+        }
+        Ok(query)
+    }
+
     /// Writes the progress this transaction moved (one UPDATE for up to
-    /// [`bk::MOST_PARTITIONS_PER_UPDATE`] partitions, however many executions moved them),
-    /// checking that each partition was still where the transaction found it (the rows are
-    /// locked, so anything else means a writer bypassed the locks). `order` names the
-    /// execution in errors.
+    /// [`bk::MOST_PARTITIONS_PER_UPDATE`] partitions, however many executions moved them).
+    /// `order` names the execution in errors.
     async fn flush_progress(
         &self,
         tx: &mut AnyConnection,
         progress: &mut TxProgress,
         order: u64,
     ) -> Result<(), DbError> {
-        let moved = progress.take_moved();
+        self.write_moved(tx, &progress.take_moved(), order).await
+    }
+
+    /// The UPDATEs of [`flush_progress`](Self::flush_progress), checking that each partition
+    /// was still where the transaction found it (the rows are locked, so anything else means
+    /// a writer bypassed the locks).
+    async fn write_moved(
+        &self,
+        tx: &mut AnyConnection,
+        moved: &[Moved],
+        order: u64,
+    ) -> Result<(), DbError> {
         for chunk in moved.chunks(bk::MOST_PARTITIONS_PER_UPDATE) {
-            let mut query = sqlx::query(bk::update_progress(chunk.len()));
-            // The statement's three groups of (partition, value) pairs, in its order.
-            let groups: [(MovedField, &str); 3] = [
-                (|m| m.2.last_seq, "sequence number"),
-                (|m| m.2.last_order, "order id"),
-                (|m| m.1, "sequence number"),
-            ];
-            for (value, what) in groups {
-                for m in chunk {
-                    query = query
-                        .bind(i64::from(m.0))
-                        .bind(self.signed(value(m), order, what)?);
+            let query =
+                self.bind_moved(sqlx::query(bk::update_progress(chunk.len())), chunk, order)?;
+            match query.execute(&mut *tx).await {
+                Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
+                Ok(_) => return Err(self.moved_elsewhere(chunk)),
+                Err(source) if is_not_null_violation(&source) => {
+                    return Err(self.moved_elsewhere(chunk))
                 }
-            }
-            let updated = query
-                .execute(&mut *tx)
-                .await
-                .map_err(self.sql("recording the progress"))?
-                .rows_affected();
-            if updated != chunk.len() as u64 {
-                let partitions: Vec<PartitionId> = chunk.iter().map(|m| m.0).collect();
-                return Err(DbError::Corrupt {
-                    url: self.inner.url.clone(),
-                    reason: format!(
-                        "progress of partitions {partitions:?} changed while locked (another \
-                         writer without the executor's locks?)"
-                    ),
-                });
+                Err(source) => return Err((self.sql("recording the progress"))(source)),
             }
         }
         Ok(())
+    }
+
+    fn moved_elsewhere(&self, moved: &[Moved]) -> DbError {
+        let partitions: Vec<PartitionId> = moved.iter().map(|m| m.0).collect();
+        DbError::Corrupt {
+            url: self.inner.url.clone(),
+            reason: format!(
+                "progress of partitions {partitions:?} changed while locked (another writer \
+                 without the executor's locks?)"
+            ),
+        }
     }
 
     /// SHA-256 over every row of every state table in key order and the progress table, read
@@ -961,7 +1139,9 @@ impl<A: Application> Executor<A> {
             .collect()
     }
 
-    pub(crate) async fn lock_writer(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+    pub(crate) async fn lock_writer(
+        &self,
+    ) -> Option<tokio::sync::MutexGuard<'_, Option<PoolConnection<Any>>>> {
         match &self.inner.writer {
             Some(writer) => Some(writer.lock().await),
             None => None,
@@ -1216,6 +1396,128 @@ mod tests {
         let rows = exec.read_all_progress(&mut tx).await.unwrap();
         assert_eq!(rows, [at(0, 1, 7), at(1, 0, 0), at(2, 1, 8)]);
         tx.rollback().await.unwrap();
+        exec.close().await;
+    }
+
+    /// SQLite ends a batch's transaction with one list of statements (INSERT, UPDATE,
+    /// COMMIT): a partition not where the transaction found it fails the UPDATE, so neither
+    /// the INSERT before it nor the COMMIT after it takes effect.
+    #[tokio::test]
+    async fn a_stale_partition_stops_the_list_before_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = sqlite(&dir, 3).await;
+        let at = |partition, last_seq, last_order| PartitionProgress {
+            partition,
+            last_seq,
+            last_order,
+        };
+        let plans = [exec
+            .plan(&Execution {
+                order: 8,
+                positions: vec![(2, 1)],
+                operation: crate::BankOp::Open {
+                    branch: 2,
+                    number: 0,
+                    initial_cents: 1,
+                }
+                .encode(),
+            })
+            .unwrap()];
+        let outcomes = [Outcome::Executed(b"result".to_vec())];
+        let moved = |found: u64| {
+            let mut progress = TxProgress::default();
+            progress.learn(&[at(0, 0, 0), at(2, found, 0)]);
+            progress.known.get_mut(&0).unwrap().1 = at(0, 1, 7);
+            progress.known.get_mut(&2).unwrap().1 = at(2, found + 1, 8);
+            progress
+        };
+        let mut conn = exec.inner.pool.acquire().await.unwrap();
+        let begin = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS);
+        begin.fetch_all(&mut *conn).await.unwrap();
+        let mut unstored = vec![0];
+        match exec
+            .store_move_commit(&mut conn, &plans, &outcomes, &mut unstored, &mut moved(5))
+            .await
+        {
+            Err(Failure::Db(DbError::Corrupt { reason, .. })) => {
+                assert!(reason.contains("[0, 2]"), "{reason}")
+            }
+            Err(Failure::Db(e)) => panic!("a stale partition must stop the list, got {e}"),
+            Err(Failure::Store { source, .. }) => panic!("not a storing error: {source}"),
+            Ok(()) => panic!("a stale partition must stop the list"),
+        }
+        // Still inside the transaction: the COMMIT did not run, and the rollback undoes the
+        // INSERT.
+        sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
+        assert_eq!(exec.stored_result(8).await.unwrap(), None);
+        let untouched = [at(0, 0, 0), at(1, 0, 0), at(2, 0, 0)];
+        assert_eq!(exec.read_all_progress(&mut conn).await.unwrap(), untouched);
+
+        let begin = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS);
+        begin.fetch_all(&mut *conn).await.unwrap();
+        let mut unstored = vec![0];
+        exec.store_move_commit(&mut conn, &plans, &outcomes, &mut unstored, &mut moved(0))
+            .await
+            .unwrap_or_else(|_| panic!("the partitions were where they were found"));
+        assert!(unstored.is_empty());
+        assert!(
+            sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err(),
+            "the list commits"
+        );
+        assert_eq!(
+            exec.stored_result(8).await.unwrap().as_deref(),
+            Some(&b"result"[..])
+        );
+        let moved = [at(0, 1, 7), at(1, 0, 0), at(2, 1, 8)];
+        assert_eq!(exec.read_all_progress(&mut conn).await.unwrap(), moved);
+        drop(conn);
+        exec.close().await;
+    }
+
+    /// A SQLite batch dropped while it waits on its transaction leaves nothing open: its
+    /// connection closes (a rollback) instead of going back to the pool, and the next batch
+    /// runs on a new one.
+    #[tokio::test]
+    async fn a_cancelled_sqlite_batch_leaves_no_transaction_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = sqlite(&dir, 1).await;
+        let open = |order: u64| Execution {
+            order,
+            positions: vec![(0, order)],
+            operation: crate::BankOp::Open {
+                branch: 0,
+                number: order as u32,
+                initial_cents: 1,
+            }
+            .encode(),
+        };
+        exec.execute_batch(&[open(1)]).await.unwrap();
+        // Another connection holds the write lock, so the batch cannot get past its BEGIN.
+        let mut other = exec.inner.pool.acquire().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        let second = [open(2)];
+        let waiting = exec.execute_batch(&second);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), waiting)
+                .await
+                .is_err(),
+            "the batch ran past another writer's lock"
+        );
+        assert!(exec.lock_writer().await.unwrap().is_none());
+        sqlx::query("ROLLBACK").execute(&mut *other).await.unwrap();
+        drop(other);
+        let outcomes = exec.execute_batch(&[open(2), open(3)]).await.unwrap();
+        assert!(
+            matches!(
+                outcomes.as_slice(),
+                [Outcome::Executed(_), Outcome::Executed(_)]
+            ),
+            "{outcomes:?}"
+        );
+        assert_eq!(exec.progress().await.unwrap().last_seq(0), Some(3));
         exec.close().await;
     }
 
