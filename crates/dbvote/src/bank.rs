@@ -219,16 +219,19 @@ async fn deposit(
     Ok(BankResult::Ok { balance_cents: new })
 }
 
+/// Two statements whatever the outcome: one reads both balances, one writes both (each
+/// statement is a hand-off to SQLite's thread and back, or a round trip to PostgreSQL).
 async fn transfer(
     tx: &mut AnyConnection,
     from: Account,
     to: Account,
     cents: u64,
 ) -> Result<BankResult, ExecError> {
-    let Some(from_balance) = balance(tx, from).await? else {
+    let (from_balance, to_balance) = balances(tx, from, to).await?;
+    let Some(from_balance) = from_balance else {
         return Ok(no_such(from));
     };
-    let Some(to_balance) = balance(tx, to).await? else {
+    let Some(to_balance) = to_balance else {
         return Ok(no_such(to));
     };
     if from_balance < cents {
@@ -245,11 +248,60 @@ async fn transfer(
         return Ok(BankResult::AmountTooLarge);
     };
     let from_new = from_balance - cents;
-    set_balance(tx, from, from_new).await?;
-    set_balance(tx, to, to_new).await?;
+    let stored = |cents: u64| {
+        i64::try_from(cents)
+            .map_err(|_| ExecError::Corrupt(format!("balance {cents} does not fit BIGINT")))
+    };
+    let updated = sqlx::query(
+        "UPDATE bank_account SET balance_cents = \
+         CASE WHEN branch = $1 AND number = $2 THEN $3 ELSE $4 END \
+         WHERE (branch = $5 AND number = $6) OR (branch = $7 AND number = $8)",
+    )
+    .bind(i64::from(from.0))
+    .bind(i64::from(from.1))
+    .bind(stored(from_new)?)
+    .bind(stored(to_new)?)
+    .bind(i64::from(from.0))
+    .bind(i64::from(from.1))
+    .bind(i64::from(to.0))
+    .bind(i64::from(to.1))
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if updated != 2 {
+        return Err(ExecError::Corrupt(format!(
+            "the transfer from {from:?} to {to:?} updated {updated} accounts, not 2"
+        )));
+    }
     Ok(BankResult::Ok {
         balance_cents: from_new,
     })
+}
+
+/// The balances of `from` and `to` (None: no such account), read in one statement.
+async fn balances(
+    tx: &mut AnyConnection,
+    from: Account,
+    to: Account,
+) -> Result<(Option<u64>, Option<u64>), ExecError> {
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT branch, number, balance_cents FROM bank_account \
+         WHERE (branch = $1 AND number = $2) OR (branch = $3 AND number = $4)",
+    )
+    .bind(i64::from(from.0))
+    .bind(i64::from(from.1))
+    .bind(i64::from(to.0))
+    .bind(i64::from(to.1))
+    .fetch_all(&mut *tx)
+    .await?;
+    let of = |account: Account| -> Result<Option<u64>, ExecError> {
+        let key = (i64::from(account.0), i64::from(account.1));
+        rows.iter()
+            .find(|(branch, number, _)| (*branch, *number) == key)
+            .map(|&(_, _, cents)| stored_balance(account, cents))
+            .transpose()
+    };
+    Ok((of(from)?, of(to)?))
 }
 
 /// A balance that fits the `BIGINT` column.
@@ -266,14 +318,17 @@ async fn balance(tx: &mut AnyConnection, account: Account) -> Result<Option<u64>
     .fetch_optional(&mut *tx)
     .await?;
     stored
-        .map(|cents| {
-            u64::try_from(cents).map_err(|_| {
-                ExecError::Corrupt(format!(
-                    "account {account:?} has a negative balance of {cents} cents"
-                ))
-            })
-        })
+        .map(|cents| stored_balance(account, cents))
         .transpose()
+}
+
+/// A balance as stored, which is never negative.
+fn stored_balance(account: Account, cents: i64) -> Result<u64, ExecError> {
+    u64::try_from(cents).map_err(|_| {
+        ExecError::Corrupt(format!(
+            "account {account:?} has a negative balance of {cents} cents"
+        ))
+    })
 }
 
 async fn set_balance(

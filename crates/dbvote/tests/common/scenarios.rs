@@ -757,3 +757,151 @@ pub async fn batches_chain_and_are_atomic(kind: Kind) {
     assert_eq!(exec.progress().await.unwrap().last_seq(1), Some(72));
     exec.close().await;
 }
+
+/// What the bank's operations mean, kept in a map: open, deposit, transfer and balance with
+/// every business failure, in the order the bank checks them.
+#[derive(Default)]
+struct BankModel(BTreeMap<(u32, u32), u64>);
+
+impl BankModel {
+    fn apply(&mut self, op: &BankOp) -> BankResult {
+        let fits = |cents: u64| i64::try_from(cents).is_ok();
+        let no_such = |(branch, number): (u32, u32)| BankResult::NoSuchAccount { branch, number };
+        match *op {
+            BankOp::Open {
+                branch,
+                number,
+                initial_cents,
+            } => {
+                if !fits(initial_cents) {
+                    return BankResult::AmountTooLarge;
+                }
+                match self.0.entry((branch, number)) {
+                    std::collections::btree_map::Entry::Occupied(_) => BankResult::AlreadyExists,
+                    std::collections::btree_map::Entry::Vacant(account) => {
+                        account.insert(initial_cents);
+                        BankResult::Ok {
+                            balance_cents: initial_cents,
+                        }
+                    }
+                }
+            }
+            BankOp::Deposit {
+                branch,
+                number,
+                cents,
+            } => match self.0.get(&(branch, number)).copied() {
+                None => no_such((branch, number)),
+                Some(now) => match now.checked_add(cents).filter(|b| fits(*b)) {
+                    None => BankResult::AmountTooLarge,
+                    Some(new) => {
+                        self.0.insert((branch, number), new);
+                        BankResult::Ok { balance_cents: new }
+                    }
+                },
+            },
+            BankOp::Transfer { from, to, cents } => {
+                let (Some(from_now), Some(to_now)) =
+                    (self.0.get(&from).copied(), self.0.get(&to).copied())
+                else {
+                    return no_such(if self.0.contains_key(&from) { to } else { from });
+                };
+                if from_now < cents {
+                    return BankResult::InsufficientFunds {
+                        balance_cents: from_now,
+                    };
+                }
+                if from == to {
+                    return BankResult::Ok {
+                        balance_cents: from_now,
+                    };
+                }
+                let Some(to_new) = to_now.checked_add(cents).filter(|b| fits(*b)) else {
+                    return BankResult::AmountTooLarge;
+                };
+                self.0.insert(from, from_now - cents);
+                self.0.insert(to, to_new);
+                BankResult::Ok {
+                    balance_cents: from_now - cents,
+                }
+            }
+            BankOp::Balance { branch, number } => match self.0.get(&(branch, number)) {
+                Some(&balance_cents) => BankResult::Ok { balance_cents },
+                None => no_such((branch, number)),
+            },
+        }
+    }
+}
+
+/// Seeded random operations on a few accounts of two branches (missing accounts, transfers to
+/// the same account, amounts at and past the BIGINT limit included) give, one by one, what the
+/// model says, and leave the balances it holds.
+pub async fn bank_matches_its_model(kind: Kind) {
+    let db = fresh(kind).await;
+    let exec = open(&db, 2).await;
+    let mut model = BankModel::default();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let limit = i64::MAX as u64;
+    let mut seqs = [0u64; 2];
+    for order in 1..=400u64 {
+        let account = |next: &mut dyn FnMut(u64) -> u64| (next(2) as u32, next(4) as u32);
+        let cents = match next(10) {
+            0 => limit - next(3),
+            1 => limit + 1 + next(3),
+            _ => next(300),
+        };
+        let (branch, number) = account(&mut next);
+        let op = match next(8) {
+            0 | 1 => BankOp::Open {
+                branch,
+                number,
+                initial_cents: cents,
+            },
+            2 => BankOp::Deposit {
+                branch,
+                number,
+                cents,
+            },
+            3 => BankOp::Balance { branch, number },
+            _ => BankOp::Transfer {
+                from: (branch, number),
+                to: account(&mut next),
+                cents,
+            },
+        };
+        let positions = op
+            .partitions()
+            .into_iter()
+            .map(|p| {
+                seqs[p as usize] += 1;
+                (p, seqs[p as usize])
+            })
+            .collect();
+        let execution = Execution {
+            order,
+            positions,
+            operation: op.encode(),
+        };
+        let outcome = exec.execute(&execution).await.unwrap();
+        assert_eq!(executed(outcome), model.apply(&op), "order {order}: {op:?}");
+    }
+    for (&(branch, number), &balance_cents) in &model.0 {
+        let op = BankOp::Balance { branch, number };
+        seqs[branch as usize] += 1;
+        let check = single(
+            1000 + u64::from(branch * 10 + number),
+            branch,
+            seqs[branch as usize],
+            &op,
+        );
+        let outcome = exec.execute(&check).await.unwrap();
+        assert_eq!(executed(outcome), BankResult::Ok { balance_cents });
+    }
+    exec.close().await;
+}
