@@ -149,7 +149,9 @@ fn update_progress_from(k: usize, first: usize) -> String {
 /// [`EXACT_ROWS`]; none if 0), the UPDATE of `k` partitions (up to
 /// [`MOST_PARTITIONS_PER_UPDATE`]; none if 0), then `COMMIT`. Parameters are numbered through
 /// the list, the INSERT's first. SQLite stops at the first statement that fails, so the
-/// commit runs only after both succeeded; the caller then rolls back.
+/// commit runs only after both succeeded; the caller then rolls back. Each `(rows, k)` is its
+/// own text, prepared once per connection: with `p` partitions up to `33 × p` of them, so
+/// beyond three partitions sqlx's cache (100 per connection) may prepare the rarer ones again.
 pub(crate) fn store_move_commit(rows: usize, k: usize) -> String {
     debug_assert!(rows <= EXACT_ROWS && k <= MOST_PARTITIONS_PER_UPDATE);
     let mut statements = Vec::with_capacity(3);

@@ -578,12 +578,7 @@ impl<A: Application> Executor<A> {
         if self.inner.backend == Backend::Sqlite {
             return self.execute_batch_sqlite(&plans, executions).await;
         }
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(self.sql("acquiring a connection"))?;
+        let mut conn = self.acquire().await?;
 
         // A single execution is looked at without locks first, so that a repeat or an early
         // one does not hold its partitions' locks against running executions. A partition
@@ -654,12 +649,7 @@ impl<A: Application> Executor<A> {
         let mut conn = match writer.take() {
             Some(conn) => conn,
             None => {
-                let mut conn = self
-                    .inner
-                    .pool
-                    .acquire()
-                    .await
-                    .map_err(self.sql("acquiring a connection"))?;
+                let mut conn = self.acquire().await?;
                 // Dropped only if a batch fails or is cancelled, perhaps inside its
                 // transaction: then closed (SQLite rolls back), never returned to the pool.
                 conn.close_on_drop();
@@ -696,6 +686,14 @@ impl<A: Application> Executor<A> {
                 Err(error)
             }
         }
+    }
+
+    async fn acquire(&self) -> Result<PoolConnection<Any>, DbError> {
+        self.inner
+            .pool
+            .acquire()
+            .await
+            .map_err(self.sql("acquiring a connection"))
     }
 
     /// Why storing the results of `storing` failed, after the rollback: most likely an order
@@ -1358,24 +1356,30 @@ mod tests {
         exec.close().await;
     }
 
+    fn at(partition: PartitionId, last_seq: u64, last_order: u64) -> PartitionProgress {
+        PartitionProgress {
+            partition,
+            last_seq,
+            last_order,
+        }
+    }
+
+    /// A transaction that read partition 0 at 0 and partition 2 at `found`, and moved both by
+    /// one (orders 7 and 8).
+    fn moved(found: u64) -> TxProgress {
+        let mut progress = TxProgress::default();
+        progress.learn(&[at(0, 0, 0), at(2, found, 0)]);
+        progress.known.get_mut(&0).unwrap().1 = at(0, 1, 7);
+        progress.known.get_mut(&2).unwrap().1 = at(2, found + 1, 8);
+        progress
+    }
+
     /// One UPDATE moves several partitions, and fails the transaction (naming them) when any
     /// one of them is no longer where the transaction found it.
     #[tokio::test]
     async fn one_progress_update_moves_partitions_only_from_where_they_were_found() {
         let dir = tempfile::tempdir().unwrap();
         let exec = sqlite(&dir, 3).await;
-        let at = |partition, last_seq, last_order| PartitionProgress {
-            partition,
-            last_seq,
-            last_order,
-        };
-        let moved = |found: u64| {
-            let mut progress = TxProgress::default();
-            progress.learn(&[at(0, 0, 0), at(2, found, 0)]);
-            progress.known.get_mut(&0).unwrap().1 = at(0, 1, 7);
-            progress.known.get_mut(&2).unwrap().1 = at(2, found + 1, 8);
-            progress
-        };
         let mut tx = exec
             .begin(bk::begin_write(Backend::Sqlite), "test")
             .await
@@ -1406,11 +1410,6 @@ mod tests {
     async fn a_stale_partition_stops_the_list_before_its_commit() {
         let dir = tempfile::tempdir().unwrap();
         let exec = sqlite(&dir, 3).await;
-        let at = |partition, last_seq, last_order| PartitionProgress {
-            partition,
-            last_seq,
-            last_order,
-        };
         let plans = [exec
             .plan(&Execution {
                 order: 8,
@@ -1424,13 +1423,6 @@ mod tests {
             })
             .unwrap()];
         let outcomes = [Outcome::Executed(b"result".to_vec())];
-        let moved = |found: u64| {
-            let mut progress = TxProgress::default();
-            progress.learn(&[at(0, 0, 0), at(2, found, 0)]);
-            progress.known.get_mut(&0).unwrap().1 = at(0, 1, 7);
-            progress.known.get_mut(&2).unwrap().1 = at(2, found + 1, 8);
-            progress
-        };
         let mut conn = exec.inner.pool.acquire().await.unwrap();
         let begin = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS);
         begin.fetch_all(&mut *conn).await.unwrap();
