@@ -248,10 +248,6 @@ async fn transfer(
         return Ok(BankResult::AmountTooLarge);
     };
     let from_new = from_balance - cents;
-    let stored = |cents: u64| {
-        i64::try_from(cents)
-            .map_err(|_| ExecError::Corrupt(format!("balance {cents} does not fit BIGINT")))
-    };
     let updated = sqlx::query(
         "UPDATE bank_account SET balance_cents = \
          CASE WHEN branch = $1 AND number = $2 THEN $3 ELSE $4 END \
@@ -259,8 +255,8 @@ async fn transfer(
     )
     .bind(i64::from(from.0))
     .bind(i64::from(from.1))
-    .bind(stored(from_new)?)
-    .bind(stored(to_new)?)
+    .bind(bigint_balance(from_new)?)
+    .bind(bigint_balance(to_new)?)
     .bind(i64::from(from.0))
     .bind(i64::from(from.1))
     .bind(i64::from(to.0))
@@ -322,6 +318,12 @@ async fn balance(tx: &mut AnyConnection, account: Account) -> Result<Option<u64>
         .transpose()
 }
 
+/// A balance to store: [`checked_balance`] already refused what does not fit.
+fn bigint_balance(cents: u64) -> Result<i64, ExecError> {
+    i64::try_from(cents)
+        .map_err(|_| ExecError::Corrupt(format!("balance {cents} does not fit BIGINT")))
+}
+
 /// A balance as stored, which is never negative.
 fn stored_balance(account: Account, cents: i64) -> Result<u64, ExecError> {
     u64::try_from(cents).map_err(|_| {
@@ -336,10 +338,8 @@ async fn set_balance(
     account: Account,
     cents: u64,
 ) -> Result<(), ExecError> {
-    let stored = i64::try_from(cents)
-        .map_err(|_| ExecError::Corrupt(format!("balance {cents} does not fit BIGINT")))?;
     sqlx::query("UPDATE bank_account SET balance_cents = $1 WHERE branch = $2 AND number = $3")
-        .bind(stored)
+        .bind(bigint_balance(cents)?)
         .bind(i64::from(account.0))
         .bind(i64::from(account.1))
         .execute(&mut *tx)

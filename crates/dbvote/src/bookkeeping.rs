@@ -152,17 +152,23 @@ fn update_progress_from(k: usize, first: usize) -> String {
 /// commit runs only after both succeeded; the caller then rolls back. Each `(rows, k)` is its
 /// own text, prepared once per connection: with `p` partitions up to `33 × p` of them, so
 /// beyond three partitions sqlx's cache (100 per connection) may prepare the rarer ones again.
-pub(crate) fn store_move_commit(rows: usize, k: usize) -> String {
-    debug_assert!(rows <= EXACT_ROWS && k <= MOST_PARTITIONS_PER_UPDATE);
-    let mut statements = Vec::with_capacity(3);
-    if rows > 0 {
-        statements.push(insert_results_from(rows, 1));
-    }
-    if k > 0 {
-        statements.push(update_progress_from(k, 1 + 4 * rows));
-    }
-    statements.push("COMMIT".to_owned());
-    statements.join("; ")
+/// Built once per `(rows, k)`, when first used.
+pub(crate) fn store_move_commit(rows: usize, k: usize) -> &'static str {
+    type Row = [std::sync::OnceLock<String>; MOST_PARTITIONS_PER_UPDATE + 1];
+    static LISTS: [Row; EXACT_ROWS + 1] =
+        [const { [const { std::sync::OnceLock::new() }; MOST_PARTITIONS_PER_UPDATE + 1] };
+            EXACT_ROWS + 1];
+    LISTS[rows][k].get_or_init(|| {
+        let mut statements = Vec::with_capacity(3);
+        if rows > 0 {
+            statements.push(insert_results_from(rows, 1));
+        }
+        if k > 0 {
+            statements.push(update_progress_from(k, 1 + 4 * rows));
+        }
+        statements.push("COMMIT".to_owned());
+        statements.join("; ")
+    })
 }
 
 /// SQLite: opens an executing transaction and reads every partition's progress, in one

@@ -836,10 +836,7 @@ impl<A: Application> Executor<A> {
             self.write_moved(conn, &moved, order).await?;
             moved.clear();
         }
-        let query = sqlx::query(AssertSqlSafe(bk::store_move_commit(
-            unstored.len(),
-            moved.len(),
-        )));
+        let query = sqlx::query(bk::store_move_commit(unstored.len(), moved.len()));
         let query = self.bind_results(query, plans, outcomes, unstored)?;
         let query = self.bind_moved(query, &moved, order)?;
         match query.execute(&mut *conn).await {
