@@ -23,7 +23,7 @@ fn soft(c: &mut Criterion) {
     });
     let dir = tempfile::tempdir().unwrap();
     let mut disk = SoftUsig::open(dir.path(), ID).unwrap();
-    g.bench_function("create/fdatasync", |b| {
+    g.bench_function("create/on-disk", |b| {
         b.iter(|| disk.create_ui_for_digest(&digest).unwrap())
     });
 

@@ -2,10 +2,12 @@
 //!
 //! For development, simulation and benchmarks. It is not equivocation-proof against whoever
 //! controls the process (they hold the key), but it never reuses a counter by mistake: with a
-//! [`CounterStore`], each counter value is on disk (fdatasync) before its warrant is released, so
-//! a restart continues after the last released counter in the same epoch.
+//! [`CounterStore`], each counter value is written before its warrant is released, so a restart
+//! in the same boot continues after the last released counter in the same epoch, and a restart
+//! after the machine's (whose unsynced writes may be lost) starts a new epoch, as a TPM does
+//! after a reset (docs/usig.md, "Soft backend").
 
-use crate::store::CounterStore;
+use crate::store::{current_boot, BootId, CounterStore};
 use crate::warrant::{soft_signed_bytes, Certificate, Epoch, MessageDigest, UniqueWarrant, UsigId};
 use crate::{Usig, UsigError};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -44,12 +46,17 @@ impl SoftUsig {
     /// start when the key exists but its counter state is gone, since continuing could reuse
     /// counters; [`SoftUsig::open_new_epoch`] is the explicit way out.
     pub fn open(dir: &Path, identity: UsigId) -> Result<Self, UsigError> {
+        Self::open_in_boot(dir, identity, current_boot()?)
+    }
+
+    /// [`SoftUsig::open`] in boot `boot`: a counter written in another boot moves to a new epoch.
+    fn open_in_boot(dir: &Path, identity: UsigId, boot: BootId) -> Result<Self, UsigError> {
         let key_path = key_path(dir, identity);
         let counter_path = counter_path(dir, identity);
         if !key_path.exists() {
             fs::create_dir_all(dir).map_err(|e| UsigError::state(dir, e))?;
             let seed = generate_seed(&key_path)?;
-            let store = CounterStore::create(&counter_path, Epoch(1))?;
+            let store = CounterStore::create(&counter_path, Epoch(1), boot)?;
             return Ok(Self::with_store(identity, &seed, store));
         }
         let seed = read_seed(&key_path)?;
@@ -59,7 +66,20 @@ impl SoftUsig {
                 path: counter_path,
             });
         }
-        let store = CounterStore::open(&counter_path)?;
+        let mut store = CounterStore::open(&counter_path, boot)?;
+        if !store.same_boot() {
+            let (old, counter, _) = store.state();
+            let epoch = after(old);
+            tracing::info!(
+                identity = identity.0,
+                old = old.0,
+                counter,
+                new = epoch.0,
+                "the machine restarted since this USIG's last warrant, whose record may not have \
+                 reached the disk: starting a new epoch, as a TPM does after a reset"
+            );
+            store = CounterStore::create(&counter_path, epoch, boot)?;
+        }
         Ok(Self::with_store(identity, &seed, store))
     }
 
@@ -68,14 +88,11 @@ impl SoftUsig {
     pub fn open_new_epoch(dir: &Path, identity: UsigId) -> Result<Self, UsigError> {
         let seed = read_seed(&key_path(dir, identity))?;
         let counter_path = counter_path(dir, identity);
-        let old = CounterStore::open(&counter_path)
-            .map(|s| s.state().0 .0)
-            .unwrap_or(0);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let store = CounterStore::create(&counter_path, Epoch(old.max(now_ms) + 1))?;
+        let boot = current_boot()?;
+        let old = CounterStore::open(&counter_path, boot)
+            .map(|s| s.state().0)
+            .unwrap_or(Epoch(0));
+        let store = CounterStore::create(&counter_path, after(old), boot)?;
         Ok(Self::with_store(identity, &seed, store))
     }
 
@@ -138,6 +155,16 @@ impl Usig for SoftUsig {
     }
 }
 
+/// An epoch newer than `old` and than any this identity can have used: the wall clock in
+/// milliseconds, or one more than `old`.
+fn after(old: Epoch) -> Epoch {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Epoch(old.0.max(now_ms) + 1)
+}
+
 fn key_path(dir: &Path, identity: UsigId) -> PathBuf {
     dir.join(format!("soft-{}.key", identity.0))
 }
@@ -174,4 +201,50 @@ fn read_seed(path: &Path) -> Result<[u8; 32], UsigError> {
         path: path.to_path_buf(),
         why: "a soft key file holds exactly 32 bytes",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOT: BootId = [1; 16];
+
+    fn warrant(usig: &mut SoftUsig, n: u8) -> UniqueWarrant {
+        usig.create_ui_for_digest(&MessageDigest([n; 32])).unwrap()
+    }
+
+    #[test]
+    fn a_restart_in_the_same_boot_continues_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut usig = SoftUsig::open_in_boot(dir.path(), UsigId(4), BOOT).unwrap();
+        let first = warrant(&mut usig, 1);
+        let second = warrant(&mut usig, 2);
+        drop(usig);
+        let mut usig = SoftUsig::open_in_boot(dir.path(), UsigId(4), BOOT).unwrap();
+        assert_eq!(usig.epoch(), first.epoch);
+        assert_eq!(usig.last(), Some((MessageDigest([2; 32]), second)));
+        assert_eq!(warrant(&mut usig, 3).counter, 3);
+    }
+
+    #[test]
+    fn a_restart_after_the_machines_starts_a_newer_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut usig = SoftUsig::open_in_boot(dir.path(), UsigId(4), BOOT).unwrap();
+        let before = warrant(&mut usig, 1);
+        let key = usig.public_key();
+        drop(usig);
+        let mut usig = SoftUsig::open_in_boot(dir.path(), UsigId(4), [2; 16]).unwrap();
+        assert!(
+            usig.epoch() > before.epoch,
+            "counters restart only in a new epoch"
+        );
+        assert_eq!(usig.last(), None);
+        assert_eq!(usig.public_key(), key, "same identity, same key");
+        let after = warrant(&mut usig, 1);
+        assert_eq!((after.epoch, after.counter), (usig.epoch(), 1));
+        drop(usig);
+        // The new epoch was stored: a restart in that boot continues it.
+        let usig = SoftUsig::open_in_boot(dir.path(), UsigId(4), [2; 16]).unwrap();
+        assert_eq!((usig.epoch(), usig.counter), (after.epoch, 1));
+    }
 }
