@@ -65,13 +65,16 @@ pub fn current_boot() -> Result<BootId, UsigError> {
 }
 
 impl CounterStore {
-    /// Creates (or truncates) the store at `epoch`, counter 0, durably, in boot `boot`.
+    /// Starts the store at `epoch`, counter 0, durably, in boot `boot`. An existing file is
+    /// overwritten in place, not truncated: a crash before the sync then leaves each slot with
+    /// its old record or the new one, never a file without any (no warrant of `epoch` exists
+    /// before this returns, so finding either is safe).
     pub fn create(path: &Path, epoch: Epoch, boot: BootId) -> Result<Self, UsigError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)
             .map_err(|e| UsigError::state(path, e))?;
         let start = (epoch, 0, MessageDigest([0; 32]));
