@@ -363,7 +363,11 @@ fn spawn_batch<A: Application>(
     let executor = executor.clone();
     let done = done.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
+        // Only a retry waits: tokio's timer rounds even a zero sleep up to its next 1 ms tick,
+        // which every batch would otherwise wait for.
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let started = Instant::now();
         let result = match executor.execute_batch(&batch).await {
             Ok(outcomes) => outcomes
