@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 /// The series a run keeps from each node's metrics, by name prefix: stage timings, warrants,
-/// log syncs, executions, and the counters that divide them into per-request figures.
+/// decision log appends, executions, and the counters that divide them into per-request figures.
 const KEPT: [&str; 10] = [
     "cloudbft_stage_seconds_sum",
     "cloudbft_stage_seconds_count",

@@ -33,8 +33,7 @@ pub struct NodeArgs {
     /// add cross-thread wake-ups: one measured 13% less CPU per request than one per core
     /// (docs/performance.md). With 1 the node runs on a current-thread runtime, so its core and
     /// its connections' tasks share one thread and hand frames over without waking another.
-    /// Page rendering in burn mode, the decision log, the USIG client and SQLite have their own
-    /// threads either way.
+    /// Page rendering in burn mode and SQLite have their own threads either way.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: u16,
 }

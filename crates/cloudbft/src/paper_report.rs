@@ -792,7 +792,7 @@ fn stages(run: &Run) -> Vec<(&'static str, Option<f64>)> {
             stage_ms(run, "replica-", "agree"),
         ),
         (
-            "decision log sync",
+            "decision log append",
             mean_ms(run, "replica-", "cloudbft_persist_seconds", ""),
         ),
         (
@@ -808,7 +808,7 @@ fn stages(run: &Run) -> Vec<(&'static str, Option<f64>)> {
 }
 
 /// The paper's four parts of a request for a run: signing and verification (ordering and
-/// agreement), database, page generation, and everything else (log sync, page queue, network,
+/// agreement), database, page generation, and everything else (log append, page queue, network,
 /// the client), so that the bars compare like with like.
 fn paper_parts(run: &Run) -> Vec<(&'static str, f64)> {
     let s = stages(run);
@@ -820,7 +820,7 @@ fn paper_parts(run: &Run) -> Vec<(&'static str, f64)> {
         ("database", db),
         ("page generation", page),
         (
-            "other (log sync, page queue, network, client)",
+            "other (log append, page queue, network, client)",
             (run.latency_ms.mean - sign - db - page).max(0.0),
         ),
     ]
@@ -852,7 +852,7 @@ fn fig6(md: &mut String, r: &Results, dir: &Path, svg: &str) -> Result<()> {
             ("database", paper::DATABASE_MS),
             ("page generation", paper::PAGE_MS),
             (
-                "other (log sync, page queue, network, client)",
+                "other (log append, page queue, network, client)",
                 paper::TOTAL_MS - paper::SIGN_VERIFY_MS - paper::DATABASE_MS - paper::PAGE_MS,
             ),
         ],

@@ -109,7 +109,7 @@ pub struct RunReport {
     pub page_mode: String,
     /// Unreplicated page-rendering servers (baseline; 0 in the cluster).
     pub servers: usize,
-    /// Each node's Prometheus series (stage timings, warrants, log syncs, executions and the
+    /// Each node's Prometheus series (stage timings, warrants, decision log appends, executions and the
     /// counters that divide them) grown over the measured window, by process name; empty for
     /// the baseline.
     pub node_metrics: BTreeMap<String, BTreeMap<String, f64>>,

@@ -71,7 +71,9 @@ pub enum Action {
     /// Tell primary candidate `to` that f+1 COMMITs decided its PREPARE here: a pacing hint,
     /// nothing else depends on it (`primary::pacing`).
     SendDecided { to: NodeId, decided: Decided },
-    /// Write the decision for this slot durably, then call [`ReplicaCore::persisted`].
+    /// Record the decision for this slot in the decision log, then call
+    /// [`ReplicaCore::persisted`]. The record need not be durable first: recovery does not read
+    /// it (docs/protocol.md, "The decision log").
     Persist {
         slot: u64,
         executions: Vec<Execution>,
@@ -1411,7 +1413,7 @@ impl ReplicaCore {
         actions
     }
 
-    /// The decision for `slot` is durable: send it to the database nodes.
+    /// The decision for `slot` is recorded: send it to the database nodes.
     pub fn persisted(&mut self, slot: u64) -> Vec<Action> {
         let Some(agreement) = self.agreements.remove(&slot) else {
             return Vec::new();

@@ -1,10 +1,15 @@
-//! The durable decision log: an append-only file of length- and CRC-framed records.
+//! The decision log: an append-only file of length- and CRC-framed records, the replica's audit
+//! trail of what it decided.
 //!
-//! A replica appends each accepted decision and makes a batch durable with one `fdatasync`
-//! before it sends the batch's COMMIT-DBs, so logging one batch overlaps with the database work
-//! of the previous ones. On open the log replays every complete record; a torn record at the end
+//! Recovery does not read it (a restarted replica recovers from a peer's stable checkpoint,
+//! docs/protocol.md, "Replica recovery"), and what a client was told is durable in the database
+//! nodes. So a replica appends each decision as it is made and sends the COMMIT-DBs without
+//! waiting, and a segment is synced when the next stable checkpoint closes it (docs/protocol.md,
+//! "The decision log"). On open the log replays every complete record; a torn record at the end
 //! (a crash in the middle of a write) is cut off, while damage anywhere before the end is
-//! refused, since silently dropping a decision from the middle could lose an acknowledged one.
+//! refused, so that a reader never takes a log with a hole for a whole one. [`Segments::open`]
+//! keeps such a segment as it is: after a machine crash, the part written since the last sync
+//! may be damaged anywhere.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -84,7 +89,7 @@ impl DecisionLog {
         Ok(())
     }
 
-    /// Makes everything appended so far durable, with one `fdatasync` for the whole batch.
+    /// Makes everything appended so far durable, with one `fdatasync`.
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.dirty {
             self.file.sync_data().map_err(|source| LogError::Io {
@@ -116,7 +121,21 @@ impl Segments {
         let mut earlier = 0;
         let mut last = None;
         for n in Self::numbers(dir, epoch)? {
-            earlier += DecisionLog::open(&Self::path(dir, epoch, n))?.1.len();
+            let path = Self::path(dir, epoch, n);
+            earlier += match DecisionLog::open(&path) {
+                Ok((_, records)) => records.len(),
+                Err(LogError::Corrupt { offset, .. }) => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        offset,
+                        "a decision log segment is damaged after byte {offset} (a machine \
+                         crash before its sync at the next stable checkpoint?): kept as it is \
+                         for audit; recovery does not read it"
+                    );
+                    1
+                }
+                Err(e) => return Err(e),
+            };
             last = Some(n);
         }
         let number = last.map_or(0, |n| n + 1);
@@ -160,12 +179,8 @@ impl Segments {
         self.current.append(record)
     }
 
-    /// Makes the current segment durable (see [`DecisionLog::sync`]).
-    pub fn sync(&mut self) -> Result<(), LogError> {
-        self.current.sync()
-    }
-
-    /// A checkpoint became stable: start a new segment and delete those before the previous.
+    /// A checkpoint became stable: sync the current segment (the audit trail is durable up to
+    /// here), start a new one and delete those before the previous.
     pub fn rotate(&mut self) -> Result<(), LogError> {
         self.current.sync()?;
         self.number += 1;
@@ -306,16 +321,42 @@ mod tests {
         assert_eq!(earlier, 0);
         for round in 0..5u8 {
             log.append(&[round + 1]).unwrap();
-            log.sync().unwrap();
             log.rotate().unwrap();
             assert!(count() <= 2, "{} segments after rotation {round}", count());
         }
         log.append(b"last").unwrap();
-        log.sync().unwrap();
         drop(log);
         // A restart of the same epoch counts what the kept segments hold and starts a new one.
         let (_, earlier) = Segments::open(dir.path(), 3).unwrap();
         assert_eq!(earlier, 2, "the previous segment's record and the last one");
         assert_eq!(count(), 3);
+    }
+
+    /// A segment damaged before its end (what a machine crash may leave of the part written
+    /// since the last sync) does not stop the replica: it is kept as it is and counts as a run
+    /// that decided something.
+    #[test]
+    fn a_damaged_segment_is_kept_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = Segments::open(dir.path(), 1).unwrap();
+        for r in [&b"first"[..], b"second"] {
+            log.append(r).unwrap();
+        }
+        drop(log);
+        let path = Segments::path(dir.path(), 1, 0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER + 1] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, earlier) = Segments::open(dir.path(), 1).unwrap();
+        assert_eq!(earlier, 1);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "the damaged segment is kept"
+        );
+        assert!(
+            Segments::path(dir.path(), 1, 1).exists(),
+            "a new segment after it"
+        );
     }
 }

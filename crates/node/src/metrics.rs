@@ -34,7 +34,7 @@ pub struct Metrics {
     /// Warrants created by this node's USIG.
     pub warrants: Counter,
     pub warrant_seconds: Histogram,
-    /// Decisions made durable (replica).
+    /// Decisions recorded in the decision log and sent to the database nodes (replica).
     pub commits: Counter,
     pub persist_seconds: Histogram,
     /// Operations executed (database node).
@@ -230,10 +230,10 @@ impl Metrics {
             "Time per warrant",
             m.warrant_seconds.clone(),
         );
-        r.register("commits", "Decisions made durable", m.commits.clone());
+        r.register("commits", "Decisions made", m.commits.clone());
         r.register(
             "persist_seconds",
-            "Time per log sync",
+            "Time to append a decision to the decision log",
             m.persist_seconds.clone(),
         );
         r.register("executions", "Operations executed", m.executions.clone());

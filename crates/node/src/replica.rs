@@ -43,25 +43,10 @@ pub struct ReplicaOptions {
     pub await_epoch: bool,
 }
 
-/// Decisions written and synced by the log thread: their slots and the sync time.
-type Synced = Result<(Vec<u64>, Duration), group::log::LogError>;
-
-/// What the log thread does: append a slot's encoded decision, or start a new segment because
-/// a checkpoint became stable.
-enum LogCommand {
-    Append(u64, Vec<u8>),
-    Rotate,
-}
-
-type Appender = std::sync::mpsc::Sender<LogCommand>;
-
-/// Starts the log thread over the configuration epoch's decision log. Returns whether an
-/// earlier run of this configuration epoch used this data directory: the replica then forgot
-/// what it warranted and must recover (docs/protocol.md, "Replica recovery").
-fn start_log(
-    data_dir: &Path,
-    epoch: u64,
-) -> Result<(Appender, mpsc::UnboundedReceiver<Synced>, bool), NodeError> {
+/// Opens the configuration epoch's decision log. Returns whether an earlier run of this
+/// configuration epoch used this data directory: the replica then forgot what it warranted and
+/// must recover (docs/protocol.md, "Replica recovery").
+fn open_log(data_dir: &Path, epoch: u64) -> Result<(Segments, bool), NodeError> {
     let io = |source| group::log::LogError::Io {
         path: data_dir.to_path_buf(),
         source,
@@ -74,40 +59,8 @@ fn start_log(
         .and_then(|f| f.sync_all())
         .map_err(io)?;
     // A new configuration epoch starts the protocol afresh; earlier epochs' logs stay for audit.
-    let (mut log, earlier) = Segments::open(data_dir, epoch)?;
-    let restarted = restarted || earlier > 0;
-    let (append, records) = std::sync::mpsc::channel::<LogCommand>();
-    let (synced, results) = mpsc::unbounded_channel();
-    std::thread::Builder::new()
-        .name("decision-log".into())
-        .spawn(move || {
-            while let Ok(first) = records.recv() {
-                let started = Instant::now();
-                let batch: Vec<LogCommand> =
-                    std::iter::once(first).chain(records.try_iter()).collect();
-                let mut slots = Vec::new();
-                let written = batch
-                    .iter()
-                    .try_for_each(|command| match command {
-                        LogCommand::Append(slot, record) => {
-                            slots.push(*slot);
-                            log.append(record)
-                        }
-                        LogCommand::Rotate => log.rotate(),
-                    })
-                    .and_then(|()| log.sync())
-                    .map(|()| (slots, started.elapsed()));
-                let failed = written.is_err();
-                if synced.send(written).is_err() || failed {
-                    return;
-                }
-            }
-        })
-        .map_err(|source| group::log::LogError::Io {
-            path: data_dir.to_path_buf(),
-            source,
-        })?;
-    Ok((append, results, restarted))
+    let (log, earlier) = Segments::open(data_dir, epoch)?;
+    Ok((log, restarted || earlier > 0))
 }
 
 /// How long a request may wait to be ordered before a replica asks for a view change.
@@ -157,8 +110,9 @@ impl Roles {
 struct InEpoch {
     cluster: Arc<Cluster>,
     core: ReplicaCore,
-    append: Appender,
-    synced: mpsc::UnboundedReceiver<Synced>,
+    /// The epoch's decision log: an audit trail, written as decisions are made and synced at
+    /// each stable checkpoint (docs/protocol.md, "The decision log").
+    log: Segments,
     roles: Roles,
     /// The latest stable checkpoint's slot (decisions up to it may leave the disk).
     stable: u64,
@@ -185,8 +139,7 @@ impl InEpoch {
             view_timeout_ticks(options.node.tick),
         )
         .ok_or(NodeError::UnknownNode(me.0))?;
-        let (append, synced, restarted) =
-            start_log(&options.data_dir, cluster.config.config_epoch)?;
+        let (log, restarted) = open_log(&options.data_dir, cluster.config.config_epoch)?;
         let mut first = Vec::new();
         if restarted || cluster.rejoins(me) {
             tracing::warn!(
@@ -206,8 +159,7 @@ impl InEpoch {
             InEpoch {
                 cluster,
                 core,
-                append,
-                synced,
+                log,
                 roles,
                 stable: 0,
             },
@@ -488,16 +440,6 @@ pub async fn run(
                 }
             },
             Some(result) = warranted.recv() => e.core.warranted(result?),
-            Some(result) = e.synced.recv() => {
-                let (slots, took) = result?;
-                Metrics::observe(&metrics.persist_seconds, took);
-                let mut actions = Vec::new();
-                for slot in slots {
-                    metrics.commits.inc();
-                    actions.extend(e.core.persisted(slot));
-                }
-                actions
-            }
             _ = tick.tick() => {
                 metrics.transport.update(peers.transport());
                 metrics.pages_queued.set(pages.queued() as u64);
@@ -513,7 +455,8 @@ pub async fn run(
             }
         };
         let (core, roles) = (&mut e.core, &e.roles);
-        for action in actions {
+        let mut actions = std::collections::VecDeque::from(actions);
+        while let Some(action) = actions.pop_front() {
             match action {
                 Action::Warrant { bytes } => usig.warrant(bytes),
                 Action::SendCommit { to, commit } => {
@@ -585,11 +528,13 @@ pub async fn run(
                         }
                         decided_at.insert(key, now);
                     }
-                    // The record: the slot and our executions for it.
+                    // The record: the slot and our executions for it. Recovery does not read
+                    // it, so the COMMIT-DBs go out without waiting for a sync.
                     let record = wire::encode(&(slot, &executions)).unwrap_or_default();
-                    if e.append.send(LogCommand::Append(slot, record)).is_err() {
-                        tracing::error!("decision log thread stopped");
-                    }
+                    e.log.append(&record)?;
+                    Metrics::observe(&metrics.persist_seconds, now.elapsed());
+                    metrics.commits.inc();
+                    actions.extend(core.persisted(slot));
                 }
                 Action::SendCommitDb { to, commit_db } => {
                     if to.is_none() {
@@ -658,9 +603,7 @@ pub async fn run(
         if core.stable() > e.stable {
             e.stable = core.stable();
             tracing::debug!(id = me.0, stable = e.stable, "checkpoint stable");
-            if e.append.send(LogCommand::Rotate).is_err() {
-                tracing::error!("decision log thread stopped");
-            }
+            e.log.rotate()?;
         }
         // Frozen for the operator: answer once the warrant in flight (if any) is made.
         if epochs.asked.is_some() && !usig.busy() {

@@ -1,7 +1,7 @@
 //! How many PREPAREs the primary keeps undecided at once.
 //!
 //! A batch costs the replicas and database nodes about the same whether it carries one request
-//! or sixty-four (a warrant check and a warrant each, a decision log sync, COMMIT-DBs,
+//! or sixty-four (a warrant check and a warrant each, a decision log append, COMMIT-DBs,
 //! REPLY-COMMIT-DBs). A primary that sends a PREPARE as soon as its USIG is free sends, under
 //! load, mostly PREPAREs of one or two requests: closed-loop clients' next requests trickle in
 //! one by one, and the soft USIG answers in a fraction of a millisecond. So the primary keeps at
