@@ -179,6 +179,11 @@ impl Segments {
         self.current.append(record)
     }
 
+    /// Makes the current segment durable (see [`DecisionLog::sync`]).
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        self.current.sync()
+    }
+
     /// A checkpoint became stable: sync the current segment (the audit trail is durable up to
     /// here), start a new one and delete those before the previous.
     pub fn rotate(&mut self) -> Result<(), LogError> {

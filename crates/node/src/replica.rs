@@ -398,7 +398,10 @@ pub async fn run(
                                 peers.update(&next)?;
                                 metrics.epoch_closed.set(0);
                                 let (next, actions) = InEpoch::start(&options, next, &app, &key)?;
-                                let closed = std::mem::replace(&mut e, next);
+                                let mut closed = std::mem::replace(&mut e, next);
+                                // The closed epoch's decision log is complete: sync it now
+                                // rather than at a checkpoint that will not come.
+                                closed.log.sync()?;
                                 finishing = Some(Finishing::new(closed.core, &closed.roles));
                                 first = actions;
                                 continue 'events;
