@@ -1,6 +1,6 @@
 //! The tokio drivers of cloudbft's node roles: each runs one sans-IO protocol core
 //! ([`primary::core::PrimaryCore`], [`group::core::ReplicaCore`], [`dbvote::voter::VoterCore`])
-//! over the TCP transport, with the USIG behind `usigd`, the durable decision log, the database
+//! over the TCP transport, with the USIG behind `usigd`, the decision log, the database
 //! executor and a Prometheus endpoint.
 //!
 //! The cores decide; the drivers only move bytes, call the trusted component and the disk, and

@@ -1,6 +1,6 @@
 //! The group replica's driver: PREPAREs in counter order, COMMITs with its own warrants,
-//! durable decisions (a log thread that syncs once per batch of decisions, in parallel with
-//! everything else), COMMIT-DBs to the database nodes and REPLYs to clients.
+//! decisions appended to the decision log (an audit trail synced at each stable checkpoint),
+//! COMMIT-DBs to the database nodes and REPLYs to clients.
 
 use crate::app::AppKind;
 use crate::epoch::Epochs;
@@ -330,7 +330,7 @@ pub async fn run(
     let mut intake = Intake::new(inbound, batches);
     let (usig, mut warranted) = UsigWorker::start(&options.usig_socket, usig, metrics.clone())?;
     let (mut e, mut first) = InEpoch::start(&options, cluster, &app, &key)?;
-    // When each order's decision became durable, for the decision-to-reply latency.
+    // When each order was decided, for the decision-to-reply latency.
     let mut decided_at: BTreeMap<(proto::ClientId, u64), Instant> = BTreeMap::new();
     let mut tick = tokio::time::interval(options.node.tick);
     let pages = PageStage::new(options.page_delay, options.page_workers, options.page_mode)
