@@ -93,6 +93,7 @@ impl Intake {
                     .map(NodeId);
                 match (metrics.decode(&inbound.frame), link) {
                     (Some(Message::Request(r)), _) if batches.requests => requests.push(r),
+                    (Some(Message::Requests(rs)), _) if batches.requests => requests.extend(rs),
                     (Some(Message::ReplyCommitDb(r)), Some(from)) if batches.reply_commit_dbs => {
                         replies.push((from, r))
                     }
@@ -196,5 +197,47 @@ mod tests {
         assert_eq!(metrics.rejected("unlinked_commit_db"), 1);
         assert_eq!(metrics.rejected("unlinked_reply_commit_db"), 1);
         assert_eq!(metrics.rejected("unlinked_decided"), 1);
+    }
+
+    /// The requests of a REQUESTS frame join the burst's REQUESTs in frame order, as if each
+    /// had come alone; a node that does not batch requests gets the frame as it is.
+    #[tokio::test]
+    async fn a_requests_frame_joins_the_bursts_requests() {
+        let metrics = Metrics::register(&mut net::metrics::Registry::default());
+        let key = proto::SigningKey::from_seed([1; 32]);
+        let request = |client| {
+            proto::Request::signed(proto::ClientId(client), 1, vec![0], b"op".to_vec(), &key)
+        };
+        let together = Message::Requests(vec![request(2), request(3)]);
+        let burst = [
+            Message::Request(request(1)),
+            together.clone(),
+            Message::Request(request(4)),
+        ];
+        let (tx, rx) = mpsc::channel(8);
+        for message in &burst {
+            tx.send(inbound(message, None)).await.unwrap();
+        }
+        let batches = Batches {
+            requests: true,
+            reply_commit_dbs: false,
+            commit_dbs: false,
+            decided: false,
+        };
+        let Some(Item::Requests(requests)) = Intake::new(rx, batches).next(&metrics).await else {
+            panic!("the burst's requests together");
+        };
+        assert_eq!(requests, (1..=4).map(request).collect::<Vec<_>>());
+
+        let (tx, rx) = mpsc::channel(8);
+        tx.send(inbound(&together, None)).await.unwrap();
+        let batches = Batches {
+            requests: false,
+            ..batches
+        };
+        let Some(Item::Message(message, _)) = Intake::new(rx, batches).next(&metrics).await else {
+            panic!("the frame as it is");
+        };
+        assert_eq!(message, together);
     }
 }

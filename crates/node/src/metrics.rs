@@ -420,6 +420,7 @@ pub fn kind(message: &proto::Message) -> &'static str {
     use proto::Message::*;
     match message {
         Request(_) => "request",
+        Requests(_) => "requests",
         Prepare(_) => "prepare",
         Commit(_) => "commit",
         CommitDb(_) => "commit_db",

@@ -700,6 +700,7 @@ fn on_message(
         Message::ReqViewChange(r) => core.on_req_view_change(&r),
         Message::Checkpoint(c) => core.on_checkpoint(c),
         Message::Request(r) => Ok(core.on_request(&r)),
+        Message::Requests(rs) => Ok(core.on_requests(&rs)),
         Message::FetchCommits(f) => {
             if from_mate(core, cluster, f.replica, |k| f.verify(k)) {
                 Ok(core.on_fetch_commits(f.replica, f.warrants, &f.slots))

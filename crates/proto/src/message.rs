@@ -19,7 +19,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 8: COMMIT-DB and REPLY-COMMIT-DB unsigned, on authenticated links.
 /// 9: DECIDED, the replicas' pacing hint to the primary.
 /// 10: REQUESTs carry a batch signature (a client endpoint signs its ready requests together).
-pub const PROTOCOL_VERSION: u16 = 11;
+/// 11: a batch signature's path is one byte string. 12: REQUESTS, the requests a client
+/// endpoint signed together, in one frame.
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -519,6 +521,9 @@ pub enum Message {
     ConfigRequest(crate::ConfigRequest),
     EpochStarted(crate::reconfig::EpochStarted),
     Decided(Decided),
+    /// Several REQUESTs in one frame: those a client endpoint signed together, for the same
+    /// nodes (docs/protocol.md, "Batch-signed REQUESTs"). Each is taken as if it came alone.
+    Requests(Vec<Request>),
 }
 
 /// What travels in one frame: the protocol version and one message.

@@ -5,7 +5,8 @@
 //!
 //! `cargo bench -p cloudbft-sim --bench ordering`: criterion reports requests/s (each request
 //! completed with f+1 matching REPLYs) as "thrpt". Setting `ORDERING_ONCE=1` runs each case
-//! once without criterion (for `valgrind --tool=callgrind`). docs/performance.md has figures.
+//! once without criterion (for `valgrind --tool=callgrind`), or `ORDERING_RUNS` times each.
+//! docs/performance.md has figures.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sim::inproc::{Harness, Options};
@@ -34,10 +35,15 @@ fn cases() -> Vec<(&'static str, Options)> {
 fn ordering(c: &mut Criterion) {
     if std::env::var_os("ORDERING_ONCE").is_some() {
         let only = std::env::var("ORDERING_CASE").ok();
-        for (name, options) in cases() {
-            if only.as_deref().is_some_and(|o| o != name) {
-                continue;
-            }
+        // Later runs in one process start with a warm heap, as a long-running node does.
+        let runs: usize = std::env::var("ORDERING_RUNS").map_or(1, |n| {
+            n.parse()
+                .expect("ORDERING_RUNS must be a number of runs, such as 5")
+        });
+        let chosen = cases()
+            .into_iter()
+            .filter(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
+        for (name, options) in chosen.flat_map(|case| std::iter::repeat_n(case, runs)) {
             let harness = Harness::new(options);
             let requests = harness.requests();
             let (start, cpu) = (std::time::Instant::now(), thread_cpu());

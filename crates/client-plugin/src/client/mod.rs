@@ -142,11 +142,11 @@ pub enum ClientError {
 /// What the reader task shares with the requests.
 struct Shared {
     /// The configuration epochs the endpoint knows; requests go to the current one's nodes.
-    configs: configs::Configs,
+    configs: Arc<configs::Configs>,
     slots: Arc<Slots>,
     recorder: metrics::Recorder,
     transport: Transport,
-    /// Signs the requests that are ready together under one signature.
+    /// Signs the requests that are ready together under one signature, and sends them.
     signer: signer::Signer,
 }
 
@@ -221,12 +221,16 @@ impl ClientEndpoint {
                 endpoint: endpoint.into(),
                 source,
             })?;
+        let configs = Arc::new(configs::Configs::new(cluster, destinations, asker));
         let shared = Arc::new(Shared {
             slots: Arc::new(Slots::new(clients.iter().copied())),
             recorder: metrics::Recorder::new(options.metrics.clone()),
-            configs: configs::Configs::new(cluster, destinations, asker),
+            configs: Arc::clone(&configs),
             transport: transport.clone(),
-            signer: signer::Signer::spawn(),
+            signer: signer::Signer::spawn(signer::Dispatch {
+                transport: transport.clone(),
+                configs,
+            }),
         });
         let reader = tokio::spawn(read_loop(inbound, Arc::clone(&shared)));
         tracing::info!(
@@ -280,23 +284,18 @@ impl ClientEndpoint {
             return Err(ClientError::Closed);
         }
         let client = lease.client();
-        let partitions_sent = partitions.clone();
         let unsigned = Request::unsigned(client, timestamp, partitions, operation);
-        let Some(request) = shared.signer.sign(unsigned, lease.key()).await else {
-            return Err(ClientError::Closed);
+        // The signer sends it, with the requests signed together.
+        let request = match shared.signer.sign(unsigned, lease.key()).await {
+            None => return Err(ClientError::Closed),
+            Some(Err((len, max))) => return Err(ClientError::TooLarge { len, max }),
+            Some(Ok(request)) => request,
         };
-        let first_of_batch = request.signature.index == 0;
-        let frame = Envelope::encode(&Message::Request(request));
-        let max = inner.transport.config().max_frame;
-        if frame.len() > max {
-            return Err(ClientError::TooLarge {
-                len: frame.len(),
-                max,
-            });
-        }
-        recorder.sent(first_of_batch);
-        self.broadcast(&frame, &partitions_sent);
+        recorder.sent(request.signature.index == 0);
         tracing::trace!(%client, timestamp, "request sent");
+        // Encoded alone for retransmissions, when the first one comes.
+        let mut request = Some(request);
+        let mut frame = Vec::new();
 
         let mut tally = Tally::new(client, timestamp, shared.configs.current().config.f);
         let mut wait = options.retransmit;
@@ -352,6 +351,9 @@ impl ClientEndpoint {
                     }
                     retransmissions += 1;
                     recorder.retransmitted();
+                    if let Some(request) = request.take() {
+                        frame = Envelope::encode(&Message::Request(request));
+                    }
                     for to in shared.configs.retransmit_destinations() {
                         inner.transport.send(to, frame.clone());
                     }
@@ -360,16 +362,6 @@ impl ClientEndpoint {
                     timer.as_mut().reset(deadline.min(now + wait));
                 }
             }
-        }
-    }
-
-    /// Sends to every primary candidate (the current view's orders the request) and to the
-    /// replicas of the group serving its first partition (which re-send a cached reply when the
-    /// request is a retransmission, and start the timer that replaces a primary that does not
-    /// order it). Retransmissions go to every node of the recent epochs.
-    fn broadcast(&self, frame: &[u8], partitions: &[PartitionId]) {
-        for to in self.inner.shared.configs.destinations(partitions) {
-            self.inner.transport.send(to, frame.to_vec());
         }
     }
 
