@@ -420,7 +420,6 @@ pub fn kind(message: &proto::Message) -> &'static str {
     use proto::Message::*;
     match message {
         Request(_) => "request",
-        Requests(_) => "requests",
         Prepare(_) => "prepare",
         Commit(_) => "commit",
         CommitDb(_) => "commit_db",
@@ -446,6 +445,8 @@ pub fn kind(message: &proto::Message) -> &'static str {
         ConfigRequest(_) => "config_request",
         EpochStarted(_) => "epoch_started",
         Decided(_) => "decided",
+        Requests(_) => "requests",
+        Replies(_) => "replies",
     }
 }
 

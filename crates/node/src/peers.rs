@@ -122,6 +122,40 @@ impl Peers {
         }
     }
 
+    /// Sends REPLYs to their clients' reply addresses, those for one address (a gateway or a
+    /// load driver serves many clients) together in REPLIES frames, as few as fit `max_frame`:
+    /// a frame is a wake-up, a link-free read and a decode at the endpoint, whatever it holds.
+    pub fn replies_to_clients(&self, replies: Vec<proto::Reply>) {
+        let mut by_addr: Vec<(SocketAddr, Vec<proto::Reply>)> = Vec::new();
+        for reply in replies {
+            let Some(&addr) = self.clients.get(&reply.client) else {
+                continue;
+            };
+            match by_addr.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, together)) => together.push(reply),
+                None => by_addr.push((addr, vec![reply])),
+            }
+        }
+        let max = self.transport.config().max_frame;
+        for (addr, replies) in by_addr {
+            let frames = Envelope::encode_together(replies, max, Message::Replies, |m| match m {
+                Message::Replies(replies) => replies,
+                _ => unreachable!("wrapped as REPLIES"),
+            });
+            for (frame, replies) in frames {
+                match frame {
+                    Ok(frame) => self.transport.send(addr, frame),
+                    // Too large even alone: the transport refuses it, counted and logged.
+                    Err(_) => {
+                        for reply in replies {
+                            self.to_client(reply.client, &Message::Reply(reply));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     pub fn transport(&self) -> &Transport {
         &self.transport
     }

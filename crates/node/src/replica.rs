@@ -223,6 +223,7 @@ impl Finishing {
 
     /// What a frozen core sends: COMMIT-DBs and REPLYs.
     fn send(&self, actions: Vec<Action>, peers: &Peers, pages: &PageStage) {
+        let mut ready = Vec::new();
         for action in actions {
             match action {
                 Action::SendCommitDb { to, commit_db } => {
@@ -232,10 +233,11 @@ impl Finishing {
                         None => peers.to_nodes(self.db_nodes.iter().copied(), &m),
                     }
                 }
-                Action::SendReply(reply) => send_reply(peers, reply, pages),
+                Action::SendReply(reply) => send_reply(peers, reply, pages, &mut ready),
                 _ => {}
             }
         }
+        peers.replies_to_clients(ready);
     }
 }
 
@@ -459,6 +461,8 @@ pub async fn run(
         };
         let (core, roles) = (&mut e.core, &e.roles);
         let mut actions = std::collections::VecDeque::from(actions);
+        // REPLYs whose pages are ready, sent together after the actions.
+        let mut ready = Vec::new();
         while let Some(action) = actions.pop_front() {
             match action {
                 Action::Warrant { bytes } => usig.warrant(bytes),
@@ -578,7 +582,7 @@ pub async fn run(
                         Metrics::observe(&metrics.reply_seconds, at.elapsed());
                     }
                     metrics.replies.inc();
-                    send_reply(&peers, reply, &pages);
+                    send_reply(&peers, reply, &pages, &mut ready);
                 }
                 Action::SendEpochClose(close) => {
                     let m = Message::EpochClose(close);
@@ -592,6 +596,7 @@ pub async fn run(
                 }
             }
         }
+        peers.replies_to_clients(ready);
         metrics.recovering.set(u64::from(core.is_recovering()));
         metrics.config_epoch.set(e.cluster.epoch().0);
         metrics.view.set(core.view().0);
@@ -648,7 +653,12 @@ async fn drain(pages: &PageStage, peers: &Peers) {
 
 /// Sends a REPLY once its page went through the page stage (at once without one, or when the
 /// page went through before: the core sends a cached REPLY again for a client's retransmission).
-fn send_reply(peers: &Peers, reply: proto::Reply, pages: &PageStage) {
+fn send_reply(
+    peers: &Peers,
+    reply: proto::Reply,
+    pages: &PageStage,
+    ready: &mut Vec<proto::Reply>,
+) {
     let (client, timestamp) = (reply.client, reply.timestamp);
     let admit = if pages.is_instant() {
         Admit::Rendered
@@ -656,7 +666,7 @@ fn send_reply(peers: &Peers, reply: proto::Reply, pages: &PageStage) {
         pages.admit(client, timestamp)
     };
     match admit {
-        Admit::Rendered => peers.to_client(client, &Message::Reply(reply)),
+        Admit::Rendered => ready.push(reply),
         Admit::InStage => {}
         Admit::Render => {
             let (peers, pages) = (peers.clone(), pages.clone());

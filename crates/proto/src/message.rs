@@ -19,8 +19,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 8: COMMIT-DB and REPLY-COMMIT-DB unsigned, on authenticated links.
 /// 9: DECIDED, the replicas' pacing hint to the primary.
 /// 10: REQUESTs carry a batch signature (a client endpoint signs its ready requests together).
-/// 11: a batch signature's path is one byte string. 12: REQUESTS, the requests a client
-/// endpoint signed together, in one frame.
+/// 11: a batch signature's path is one byte string. 12: REQUESTS and REPLIES, the requests a
+/// client endpoint signed together and the replies a replica has ready for one endpoint, each
+/// in one frame.
 pub const PROTOCOL_VERSION: u16 = 12;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
@@ -524,7 +525,14 @@ pub enum Message {
     /// Several REQUESTs in one frame: those a client endpoint signed together, for the same
     /// nodes (docs/protocol.md, "Batch-signed REQUESTs"). Each is taken as if it came alone.
     Requests(Vec<Request>),
+    /// Several REPLYs in one frame: those a replica has ready together for one client endpoint.
+    /// Each is taken as if it came alone.
+    Replies(Vec<Reply>),
 }
+
+/// One envelope of [`Envelope::encode_together`] and the items it carries, or `Err` of the
+/// envelope's length for an item too large to fit alone (then the only item).
+pub type Together<T> = (Result<Vec<u8>, usize>, Vec<T>);
 
 /// What travels in one frame: the protocol version and one message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -546,6 +554,34 @@ impl Envelope {
     /// Encodes `message` in the current protocol version.
     pub fn encode(message: &Message) -> Vec<u8> {
         canonical(&(PROTOCOL_VERSION, message))
+    }
+
+    /// Envelopes that carry `items` together, as few as fit in `max` bytes each: one `wrap`
+    /// message of all of them while it fits, else each half the same way. Each envelope comes
+    /// with the items it carries (taken back out with `unwrap`); an item too large to fit even
+    /// alone comes with `Err` of its envelope's length instead, and is in no envelope.
+    pub fn encode_together<T>(
+        items: Vec<T>,
+        max: usize,
+        wrap: fn(Vec<T>) -> Message,
+        unwrap: fn(Message) -> Vec<T>,
+    ) -> Vec<Together<T>> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let message = wrap(items);
+        let frame = Self::encode(&message);
+        let mut items = unwrap(message);
+        if frame.len() <= max {
+            return vec![(Ok(frame), items)];
+        }
+        if items.len() == 1 {
+            return vec![(Err(frame.len()), items)];
+        }
+        let second = items.split_off(items.len() / 2);
+        let mut out = Self::encode_together(items, max, wrap, unwrap);
+        out.extend(Self::encode_together(second, max, wrap, unwrap));
+        out
     }
 
     /// Decodes one envelope, refusing other protocol versions.

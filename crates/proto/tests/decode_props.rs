@@ -374,6 +374,30 @@ fn reconfiguration() -> impl Strategy<Value = Message> {
     ]
 }
 
+fn reply() -> impl Strategy<Value = Reply> {
+    (
+        any::<u64>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+        bytes(64),
+        batch_signature(),
+    )
+        .prop_map(
+            |(view, group, replica, client, timestamp, page, signature)| Reply {
+                config_epoch: ConfigEpoch(view),
+                view: View(view),
+                group: GroupId(group),
+                replica: NodeId(replica),
+                client: ClientId(client),
+                timestamp,
+                page,
+                signature,
+            },
+        )
+}
+
 fn message() -> impl Strategy<Value = Message> {
     let node = any::<u32>().prop_map(NodeId);
     prop_oneof![
@@ -416,29 +440,9 @@ fn message() -> impl Strategy<Value = Message> {
                 db_node,
                 results
             })),
-        (
-            any::<u64>(),
-            any::<u32>(),
-            node.clone(),
-            any::<u64>(),
-            any::<u64>(),
-            bytes(64),
-            batch_signature()
-        )
-            .prop_map(
-                |(view, group, replica, client, timestamp, page, signature)| Message::Reply(
-                    Reply {
-                        config_epoch: ConfigEpoch(view),
-                        view: View(view),
-                        group: GroupId(group),
-                        replica,
-                        client: ClientId(client),
-                        timestamp,
-                        page,
-                        signature,
-                    }
-                )
-            ),
+        reply().prop_map(Message::Reply),
+        proptest::collection::vec(request(), 0..3).prop_map(Message::Requests),
+        proptest::collection::vec(reply(), 0..3).prop_map(Message::Replies),
         (node.clone(), any::<u64>(), any::<u64>(), signature()).prop_map(
             |(replica, a, b, signature)| {
                 Message::FetchPrepares(FetchPrepares {

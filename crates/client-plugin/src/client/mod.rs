@@ -422,18 +422,10 @@ impl ClientEndpoint {
 async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
     while let Some(Inbound { from, frame, .. }) = inbound.recv().await {
         match Envelope::decode(&frame) {
-            Ok(Message::Reply(reply)) => {
-                if reply.config_epoch > shared.configs.current().epoch() {
-                    if let Some((request, to)) = shared.configs.ask() {
-                        for addr in to {
-                            shared.transport.send(addr, request.clone());
-                        }
-                    }
-                }
-                let cluster = shared.configs.of_epoch(reply.config_epoch);
-                match cluster {
-                    Some(cluster) => shared.slots.route(reply, &cluster, &shared.recorder),
-                    None => shared.slots.route_unverified(reply, &shared.recorder),
+            Ok(Message::Reply(reply)) => route(&shared, reply),
+            Ok(Message::Replies(replies)) => {
+                for reply in replies {
+                    route(&shared, reply);
                 }
             }
             Ok(Message::Configure(configure)) => match shared.configs.adopt(&configure) {
@@ -452,6 +444,23 @@ async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
                 tracing::debug!(%from, %error, "dropping a malformed frame");
             }
         }
+    }
+}
+
+/// Hands a REPLY to the request waiting for it; asks the nodes for the configuration of an
+/// epoch it names that the endpoint does not know yet.
+fn route(shared: &Shared, reply: proto::Reply) {
+    if reply.config_epoch > shared.configs.current().epoch() {
+        if let Some((request, to)) = shared.configs.ask() {
+            for addr in to {
+                shared.transport.send(addr, request.clone());
+            }
+        }
+    }
+    let cluster = shared.configs.of_epoch(reply.config_epoch);
+    match cluster {
+        Some(cluster) => shared.slots.route(reply, &cluster, &shared.recorder),
+        None => shared.slots.route_unverified(reply, &shared.recorder),
     }
 }
 

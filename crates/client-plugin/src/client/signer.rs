@@ -87,31 +87,24 @@ impl Dispatch {
     }
 
     /// One frame for `requests` to each of `to`, or halves of them while it is too large.
-    fn send_together(&self, to: &[SocketAddr], mut requests: Vec<Request>) -> Vec<Sent> {
-        let message = match requests.len() {
-            1 => Message::Request(requests.pop().expect("one request")),
-            _ => Message::Requests(requests),
-        };
-        let frame = Envelope::encode(&message);
-        let requests = match message {
-            Message::Request(request) => vec![request],
-            Message::Requests(requests) => requests,
-            _ => unreachable!("built above"),
-        };
+    fn send_together(&self, to: &[SocketAddr], requests: Vec<Request>) -> Vec<Sent> {
         let max = self.transport.config().max_frame;
-        if frame.len() <= max {
-            for addr in to {
-                self.transport.send(*addr, frame.clone());
+        let frames = Envelope::encode_together(requests, max, Message::Requests, |m| match m {
+            Message::Requests(requests) => requests,
+            _ => unreachable!("wrapped as REQUESTS"),
+        });
+        let mut sent = Vec::new();
+        for (frame, requests) in frames {
+            match frame {
+                Ok(frame) => {
+                    for addr in to {
+                        self.transport.send(*addr, frame.clone());
+                    }
+                    sent.extend(requests.into_iter().map(Ok));
+                }
+                Err(len) => sent.extend(requests.iter().map(|_| Err((len, max)))),
             }
-            return requests.into_iter().map(Ok).collect();
         }
-        if requests.len() == 1 {
-            return vec![Err((frame.len(), max))];
-        }
-        let mut first = requests;
-        let second = first.split_off(first.len() / 2);
-        let mut sent = self.send_together(to, first);
-        sent.extend(self.send_together(to, second));
         sent
     }
 }
@@ -242,7 +235,6 @@ mod tests {
                 let inbound = node.recv().await.unwrap();
                 frames += 1;
                 match Envelope::decode(&inbound.frame).unwrap() {
-                    Message::Request(r) => arrived.push(r),
                     Message::Requests(rs) => arrived.extend(rs),
                     other => panic!("unexpected {other:?}"),
                 }
@@ -253,7 +245,7 @@ mod tests {
             let next = Envelope::decode(&node.recv().await.unwrap().frame).unwrap();
             assert_eq!(
                 next,
-                Message::Request(last.clone()),
+                Message::Requests(vec![last.clone()]),
                 "the large request was sent"
             );
         }

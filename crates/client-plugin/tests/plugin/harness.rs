@@ -142,10 +142,15 @@ impl Harness {
             while let Some(request) = requests.recv().await {
                 let page = render(&request);
                 let group = cluster.group_of(request.partitions[0]).expect("a group");
-                for member in cluster.members(group) {
-                    let reply = reply(member.id, group.0, &request, &page);
-                    wire.send(to, Envelope::encode(&Message::Reply(reply)));
-                }
+                // One member's REPLY alone, the others' together, as a replica sends those
+                // it has ready for one endpoint.
+                let mut replies: Vec<Reply> = cluster
+                    .members(group)
+                    .map(|member| reply(member.id, group.0, &request, &page))
+                    .collect();
+                let first = replies.remove(0);
+                wire.send(to, Envelope::encode(&Message::Reply(first)));
+                wire.send(to, Envelope::encode(&Message::Replies(replies)));
                 let _ = report.send((request, page));
             }
         });
@@ -231,8 +236,16 @@ async fn fake_node(forward: mpsc::UnboundedSender<Request>) -> SocketAddr {
         // Holding the transport keeps the node listening for the whole test.
         let _transport = transport;
         while let Some(frame) = inbound.recv().await {
-            if let Ok(Message::Request(request)) = Envelope::decode(&frame.frame) {
-                let _ = forward.send(request);
+            match Envelope::decode(&frame.frame) {
+                Ok(Message::Request(request)) => {
+                    let _ = forward.send(request);
+                }
+                Ok(Message::Requests(requests)) => {
+                    for request in requests {
+                        let _ = forward.send(request);
+                    }
+                }
+                _ => {}
             }
         }
     });
