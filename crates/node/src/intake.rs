@@ -1,6 +1,7 @@
 //! What a node's event loop takes from the transport: frames decoded into messages, with the
-//! client REQUESTs, REPLY-COMMIT-DBs or COMMIT-DBs of a burst of frames handed over together
-//! (those its core takes in batches, [`Batches`]): the core checks the requests' signatures in
+//! client REQUESTs (alone or in REQUESTS frames), REPLY-COMMIT-DBs or COMMIT-DBs of a burst of
+//! frames handed over together (those its core takes in batches, [`Batches`]): the core checks
+//! the requests' signatures in
 //! one batch (`proto::crypto::verify_batch`: from about 8 signatures on, each costs well under
 //! half a single check), and signs the REPLYs that a burst of results completes together.
 //!
