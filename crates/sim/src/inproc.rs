@@ -10,8 +10,11 @@
 //! PREPAREs and COMMITs carry soft-USIG warrants made and checked by the cores; client requests
 //! and REPLYs are Ed25519-signed and checked; COMMIT-DBs and REPLY-COMMIT-DBs go on
 //! authenticated links, each frame tagged with HMAC-SHA256 by its sender and checked by its
-//! receiver as the transport does (the handshake, once per connection, is left out); a client
-//! sends each request to the primary and to its group's replicas, as the client library does.
+//! receiver as the transport does (the handshake, once per connection, is left out); the
+//! clients share one endpoint, as a load driver's do: the requests it has ready after taking a
+//! burst of REPLYs go to the primary and to the group's replicas in one REQUESTS frame each, and
+//! each replica sends the REPLYs of one turn to it in one REPLIES frame, as the client library
+//! and the node driver do.
 //!
 //! What is not: no network, no disk (a decision is acknowledged as persisted at once, as in the
 //! simulation), no database (a voter's executor answers each order with its number), no timer
@@ -101,7 +104,9 @@ enum Addr {
     Primary,
     Replica(usize),
     Db(usize),
-    Client(usize),
+    /// The clients' endpoint (a load driver): one address for every client, as
+    /// `[[client]] addr` gives the identities of one process.
+    Endpoint,
 }
 
 /// Frames a node's driver takes from its transport at once (crates/node's intake).
@@ -146,6 +151,8 @@ pub struct Harness {
     dbs: Vec<Db>,
     db_ids: Vec<NodeId>,
     clients: Vec<Client>,
+    /// Requests the endpoint has ready, sent together when it has taken its burst.
+    ready: Vec<Request>,
     queue: VecDeque<Event>,
     /// Each node's frames not taken yet.
     inboxes: BTreeMap<Addr, VecDeque<Frame>>,
@@ -256,6 +263,7 @@ impl Harness {
             db_ids,
             clients,
             queue: VecDeque::new(),
+            ready: Vec::new(),
             inboxes: BTreeMap::new(),
             link_key: hmac::Key::new(hmac::HMAC_SHA256, b"cloudbft/inproc/link"),
             report: Report::default(),
@@ -274,6 +282,7 @@ impl Harness {
         for i in 0..self.clients.len() {
             self.next_request(i);
         }
+        self.send_ready();
         while let Some(event) = self.queue.pop_front() {
             match event {
                 Event::Frame(to) => {
@@ -327,18 +336,27 @@ impl Harness {
         }
     }
 
-    /// A client's next pre-signed request, to the primary and to its group's replicas.
+    /// A client's next pre-signed request, made ready for [`Harness::send_ready`].
     fn next_request(&mut self, i: usize) {
         let client = &mut self.clients[i];
         client.votes.clear();
         client.outstanding = client.requests.pop_front();
-        let Some(request) = client.outstanding.clone() else {
+        if let Some(request) = client.outstanding.clone() {
+            self.ready.push(request);
+        }
+    }
+
+    /// The requests made ready since the last call, to the primary and to the group's replicas
+    /// in one REQUESTS frame each, as the client library's signer sends those of one round.
+    fn send_ready(&mut self) {
+        if self.ready.is_empty() {
             return;
-        };
+        }
         let to: Vec<Addr> = std::iter::once(Addr::Primary)
             .chain((0..self.replicas.len()).map(Addr::Replica))
             .collect();
-        self.send(to, &Message::Request(request));
+        let ready = std::mem::take(&mut self.ready);
+        self.send(to, &Message::Requests(ready));
     }
 
     /// A burst of frames for one node: its COMMIT-DBs, client requests and REPLY-COMMIT-DBs
@@ -361,6 +379,7 @@ impl Harness {
             };
             match (Envelope::decode(&frame.envelope), link) {
                 (Ok(Message::Request(r)), _) => requests.push(r),
+                (Ok(Message::Requests(rs)), _) => requests.extend(rs),
                 (Ok(Message::ReplyCommitDb(r)), Some(from)) => replies.push((from, r)),
                 (Ok(Message::CommitDb(c)), Some(from)) => commit_dbs.push((from, c)),
                 (Ok(Message::Decided(d)), Some(from)) if to == Addr::Primary => {
@@ -406,6 +425,9 @@ impl Harness {
         for message in others {
             self.deliver_one(to, message);
         }
+        if to == Addr::Endpoint {
+            self.send_ready();
+        }
     }
 
     fn deliver_requests(&mut self, to: Addr, requests: Vec<Request>) {
@@ -445,7 +467,12 @@ impl Harness {
                     Err(_) => self.report.rejected += 1,
                 }
             }
-            (Addr::Client(i), Message::Reply(reply)) => self.client_reply(i, reply),
+            (Addr::Endpoint, Message::Reply(reply)) => self.client_reply(reply),
+            (Addr::Endpoint, Message::Replies(replies)) => {
+                for reply in replies {
+                    self.client_reply(reply);
+                }
+            }
             _ => self.report.unexpected += 1,
         }
     }
@@ -470,6 +497,8 @@ impl Harness {
 
     fn replica_actions(&mut self, i: usize, actions: Vec<ReplicaAction>) {
         let mut queue: VecDeque<ReplicaAction> = actions.into();
+        // REPLYs go to the endpoint together after the turn, as the node driver sends them.
+        let mut replies = Vec::new();
         while let Some(action) = queue.pop_front() {
             match action {
                 ReplicaAction::Warrant { bytes } => self
@@ -505,10 +534,7 @@ impl Harness {
                         .collect();
                     self.send(peers, &Message::Checkpoint(checkpoint));
                 }
-                ReplicaAction::SendReply(reply) => {
-                    let c = (reply.client.0 - 1) as usize;
-                    self.send([Addr::Client(c)], &Message::Reply(reply));
-                }
+                ReplicaAction::SendReply(reply) => replies.push(reply),
                 ReplicaAction::EpochClosed
                 | ReplicaAction::ForwardRequest(_)
                 | ReplicaAction::FetchPrepares { .. }
@@ -520,6 +546,9 @@ impl Harness {
                 | ReplicaAction::SendRecoveryState { .. }
                 | ReplicaAction::SendEpochClose(_) => self.report.unexpected += 1,
             }
+        }
+        if !replies.is_empty() {
+            self.send([Addr::Endpoint], &Message::Replies(replies));
         }
     }
 
@@ -552,9 +581,17 @@ impl Harness {
         }
     }
 
-    /// A REPLY at a client: f+1 distinct replicas with the same page complete the request.
-    fn client_reply(&mut self, i: usize, reply: proto::Reply) {
+    /// A REPLY at its client: f+1 distinct replicas with the same page complete the request.
+    fn client_reply(&mut self, reply: proto::Reply) {
         self.report.replies += 1;
+        // Clients 1..=n are at 0..n.
+        let at = usize::try_from(reply.client.0)
+            .ok()
+            .and_then(|c| c.checked_sub(1));
+        let Some(i) = at.filter(|&i| i < self.clients.len()) else {
+            self.report.bad_replies += 1;
+            return;
+        };
         if self.options.verify_replies {
             let signed = self
                 .cluster
