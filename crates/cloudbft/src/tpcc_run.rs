@@ -196,12 +196,12 @@ impl Target {
                     bail!("refused generated input: {invalid}");
                 }
                 // The server renders the same page a replica would, then spends its page stage.
-                let request = proto::Request::unsigned(
-                    proto::ClientId(terminal),
-                    0,
-                    op.partitions()?,
+                let request = proto::RequestBody {
+                    client: proto::ClientId(terminal),
+                    timestamp: 0,
+                    partitions: op.partitions()?,
                     operation,
-                );
+                };
                 std::hint::black_box(b.pages.render(&request, &bytes));
                 let server = terminal as usize % b.servers.len().max(1);
                 if let Some(stage) = b.servers.get(server) {

@@ -562,7 +562,7 @@ pub(super) mod tests {
         Execution {
             order,
             positions: positions.to_vec(),
-            request: request((order - 1) % 4 + 1, order, partitions),
+            request: request((order - 1) % 4 + 1, order, partitions).body(),
         }
     }
 
@@ -851,7 +851,7 @@ pub(super) mod tests {
         assert!(batches(&actions).is_empty(), "{actions:?}");
         // What epoch 2 decided at order 1 executes.
         let decided = [Execution {
-            request: request(2, 1, &[0]),
+            request: request(2, 1, &[0]).body(),
             ..forged[0].clone()
         }];
         let mut executed = Vec::new();

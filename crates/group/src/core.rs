@@ -19,8 +19,8 @@ use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
     Decided, EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule,
-    Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, Signature,
-    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, RequestBody,
+    Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
@@ -1501,7 +1501,7 @@ impl ReplicaCore {
 
     /// Counts a database node's results; returns the requests and results of the pages that
     /// now have f+1 matching results.
-    fn count_results(&mut self, reply: ReplyCommitDb) -> Vec<(Request, Vec<u8>)> {
+    fn count_results(&mut self, reply: ReplyCommitDb) -> Vec<(RequestBody, Vec<u8>)> {
         let quorum = self.f() + 1;
         let db_nodes = self.cluster.config.db_nodes.len();
         let mut pages = Vec::new();
@@ -1537,7 +1537,7 @@ impl ReplicaCore {
 
     /// REPLYs with these pages, under one signature (docs/protocol.md, "Batch-signed REPLYs"),
     /// and the next warrant if one waits.
-    fn answer(&mut self, pages: Vec<(Request, Vec<u8>)>) -> Vec<Action> {
+    fn answer(&mut self, pages: Vec<(RequestBody, Vec<u8>)>) -> Vec<Action> {
         let replies = pages
             .iter()
             .map(|(request, result)| self.reply(request, result))
@@ -1554,7 +1554,7 @@ impl ReplicaCore {
     }
 
     /// The (unsigned) REPLY that carries the page for `request`.
-    fn reply(&self, request: &Request, result: &[u8]) -> Reply {
+    fn reply(&self, request: &RequestBody, result: &[u8]) -> Reply {
         Reply {
             config_epoch: self.cluster.epoch(),
             view: self.view,

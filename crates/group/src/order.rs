@@ -216,7 +216,7 @@ impl OrderBook {
                 Execution {
                     order: self.next_order,
                     positions,
-                    request: request.clone(),
+                    request: request.body(),
                 },
             ));
             self.next_order += 1;

@@ -6,7 +6,7 @@
 use group::core::{Action, ReplicaCore};
 use group::render::Renderer;
 use proto::testing::{node_key, usig, BytesArePartitions, TestCluster};
-use proto::{NodeId, Prepare, Proposal, Request, View};
+use proto::{NodeId, Prepare, Proposal, View};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::Usig;
@@ -14,7 +14,7 @@ use usig::Usig;
 struct Plain;
 
 impl Renderer for Plain {
-    fn render(&self, _: &Request, result: &[u8]) -> Vec<u8> {
+    fn render(&self, _: &proto::RequestBody, result: &[u8]) -> Vec<u8> {
         result.to_vec()
     }
 }

@@ -7,7 +7,7 @@ use dbvote::bank::{Bank, BankOp, BankResult};
 use dbvote::noop::{Noop, NoopOp};
 use dbvote::AppRule;
 use group::render::Renderer;
-use proto::{PartitionRule, Request};
+use proto::{PartitionRule, RequestBody};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -58,7 +58,7 @@ impl AppKind {
 struct Pages(AppKind);
 
 impl Renderer for Pages {
-    fn render(&self, request: &Request, result: &[u8]) -> Vec<u8> {
+    fn render(&self, request: &RequestBody, result: &[u8]) -> Vec<u8> {
         let (title, body) = match self.0 {
             AppKind::Bank => paragraph(bank_page(&request.operation, result)),
             AppKind::Noop => paragraph(noop_page(&request.operation, result)),
@@ -150,11 +150,15 @@ fn noop_page(operation: &[u8], result: &[u8]) -> (&'static str, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::testing::client_key;
     use proto::ClientId;
 
-    fn request(op: Vec<u8>, partitions: Vec<u32>) -> Request {
-        Request::signed(ClientId(1), 5, partitions, op, &client_key(ClientId(1)))
+    fn request(operation: Vec<u8>, partitions: Vec<u32>) -> RequestBody {
+        RequestBody {
+            client: ClientId(1),
+            timestamp: 5,
+            partitions,
+            operation,
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub use ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 pub use message::{
     chain, chain_start, Commit, CommitDb, Decided, Envelope, Execution, FetchCommits,
     FetchPrepares, Message, PartitionRule, Prepare, PrepareEntry, Reply, ReplyCommitDb, Request,
+    RequestBody,
 };
 pub use reconfig::{
     ConfigRequest, Configure, EpochClose, EpochStarted, PositionReport, PositionRequest,

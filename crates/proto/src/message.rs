@@ -21,8 +21,9 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 10: REQUESTs carry a batch signature (a client endpoint signs its ready requests together).
 /// 11: a batch signature's path is one byte string. 12: REQUESTS and REPLIES, the requests a
 /// client endpoint signed together and the replies a replica has ready for one endpoint, each
-/// in one frame.
-pub const PROTOCOL_VERSION: u16 = 12;
+/// in one frame. 13: a COMMIT-DB's executions carry their requests without the client's
+/// signature.
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +165,41 @@ pub trait PartitionRule: Send + Sync {
 }
 
 impl Request {
+    /// True when the declared partitions are exactly what `rule` derives from the operation.
+    pub fn declares_truthfully(&self, rule: &dyn PartitionRule) -> bool {
+        rule.partitions(&self.operation).as_deref() == Some(self.partitions.as_slice())
+    }
+
+    /// The request without its signature, as a decided operation carries it.
+    pub fn body(&self) -> RequestBody {
+        RequestBody {
+            client: self.client,
+            timestamp: self.timestamp,
+            partitions: self.partitions.clone(),
+            operation: self.operation.clone(),
+        }
+    }
+}
+
+/// A client's request without its signature: what the database tier executes and what a page is
+/// rendered from.
+///
+/// The signature stays behind at the group: a database node executes an operation only when
+/// f+1 members of its group sent the same one, so at least one correct member ordered it, and
+/// a correct member orders only requests whose signature it checked (docs/protocol.md, "What
+/// a COMMIT-DB carries"). The signature would vouch for nothing more there, and it is most of
+/// a small request's bytes (its batch path and the signature itself).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestBody {
+    pub client: ClientId,
+    pub timestamp: u64,
+    /// The partitions the operation declares it touches.
+    pub partitions: Vec<PartitionId>,
+    /// The application's encoding of the operation.
+    pub operation: Vec<u8>,
+}
+
+impl RequestBody {
     /// True when the declared partitions are exactly what `rule` derives from the operation.
     pub fn declares_truthfully(&self, rule: &dyn PartitionRule) -> bool {
         rule.partitions(&self.operation).as_deref() == Some(self.partitions.as_slice())
@@ -315,13 +351,13 @@ pub fn chain_start(config_epoch: ConfigEpoch) -> MessageDigest {
 }
 
 /// A decided operation: its global order, its position on each partition it holds, and the
-/// client's request.
+/// client's request without its signature ([`RequestBody`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Execution {
     pub order: u64,
     /// Sorted by partition; every partition of the configuration for a multi-partition request.
     pub positions: Vec<(PartitionId, u64)>,
-    pub request: Request,
+    pub request: RequestBody,
 }
 
 /// A group member's decided operations for the database nodes.

@@ -427,7 +427,7 @@ fn message() -> impl Strategy<Value = Message> {
                         .map(|(order, positions, request)| Execution {
                             order,
                             positions,
-                            request
+                            request: request.body(),
                         })
                         .collect(),
                 })

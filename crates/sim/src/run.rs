@@ -15,7 +15,7 @@ use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
     ClientId, CommitDb, ConfigRequest, Configure, Decided, GroupId, Message, NodeId, PartitionId,
     PartitionRule, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
-    Signature, View,
+    RequestBody, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
@@ -220,7 +220,7 @@ impl PartitionRule for SimRule {
 pub struct SimRenderer;
 
 impl Renderer for SimRenderer {
-    fn render(&self, request: &Request, result: &[u8]) -> Vec<u8> {
+    fn render(&self, request: &RequestBody, result: &[u8]) -> Vec<u8> {
         format!(
             "<p>client {} request {}: {}</p>",
             request.client.0,
@@ -1979,7 +1979,10 @@ fn correct_pages(clients: &[Client], db: Option<&ModelDb>) -> BTreeMap<(ClientId
         .flat_map(|c| c.sent.iter())
         .filter_map(|r| {
             let result = db.by_request.get(&(r.client, r.timestamp))?;
-            Some(((r.client, r.timestamp), SimRenderer.render(r, result)))
+            Some((
+                (r.client, r.timestamp),
+                SimRenderer.render(&r.body(), result),
+            ))
         })
         .collect()
 }

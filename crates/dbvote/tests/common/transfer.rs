@@ -182,7 +182,7 @@ pub async fn byzantine_sender_is_detected_and_another_sender_used(kind: Kind) {
             executions: vec![proto::Execution {
                 order: 6,
                 positions: vec![(0, 6)],
-                request: request.clone(),
+                request: request.body(),
             }],
         };
         let (actions, malformed) = voter.on_commit_db(commit_db.replica, &commit_db).unwrap();
