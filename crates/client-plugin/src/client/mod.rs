@@ -144,7 +144,7 @@ struct Shared {
     /// The configuration epochs the endpoint knows; requests go to the current one's nodes.
     configs: Arc<configs::Configs>,
     slots: Arc<Slots>,
-    recorder: metrics::Recorder,
+    recorder: Arc<metrics::Recorder>,
     transport: Transport,
     /// Signs the requests that are ready together under one signature, and sends them.
     signer: signer::Signer,
@@ -222,14 +222,16 @@ impl ClientEndpoint {
                 source,
             })?;
         let configs = Arc::new(configs::Configs::new(cluster, destinations, asker));
+        let recorder = Arc::new(metrics::Recorder::new(options.metrics.clone()));
         let shared = Arc::new(Shared {
             slots: Arc::new(Slots::new(clients.iter().copied())),
-            recorder: metrics::Recorder::new(options.metrics.clone()),
+            recorder: Arc::clone(&recorder),
             configs: Arc::clone(&configs),
             transport: transport.clone(),
             signer: signer::Signer::spawn(signer::Dispatch {
                 transport: transport.clone(),
                 configs,
+                recorder,
             }),
         });
         let reader = tokio::spawn(read_loop(inbound, Arc::clone(&shared)));
@@ -291,7 +293,6 @@ impl ClientEndpoint {
             Some(Err((len, max))) => return Err(ClientError::TooLarge { len, max }),
             Some(Ok(request)) => request,
         };
-        recorder.sent(request.signature.index == 0);
         tracing::trace!(%client, timestamp, "request sent");
         // Encoded alone for retransmissions, when the first one comes.
         let mut request = Some(request);

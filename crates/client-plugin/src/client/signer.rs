@@ -11,6 +11,7 @@
 //! longer.
 
 use super::configs::Configs;
+use super::metrics::Recorder;
 use net::Transport;
 use proto::{Envelope, Message, PublicKey, Request, SigningKey};
 use std::net::SocketAddr;
@@ -59,6 +60,9 @@ impl Signer {
 pub(crate) struct Dispatch {
     pub(crate) transport: Transport,
     pub(crate) configs: Arc<Configs>,
+    /// Counts each request as sent when its frames go out, whether or not its caller is
+    /// still waiting for it.
+    pub(crate) recorder: Arc<Recorder>,
 }
 
 impl Dispatch {
@@ -99,6 +103,9 @@ impl Dispatch {
                 Ok(frame) => {
                     for addr in to {
                         self.transport.send(*addr, frame.clone());
+                    }
+                    for request in &requests {
+                        self.recorder.sent(request.signature.index == 0);
                     }
                     sent.extend(requests.into_iter().map(Ok));
                 }
@@ -161,9 +168,11 @@ mod tests {
         Request::unsigned(ClientId(client), 1, vec![0], operation.to_vec())
     }
 
+    type Nodes = [(Transport, mpsc::Receiver<Inbound>); 2];
+
     /// A signer whose destinations are two listening nodes (a primary candidate and the one
-    /// group's replica), sending with frames of at most `max_frame` bytes.
-    async fn signer(max_frame: usize) -> (Signer, [(Transport, mpsc::Receiver<Inbound>); 2]) {
+    /// group's replica), sending with frames of at most `max_frame` bytes, and what it counts.
+    async fn signer(max_frame: usize) -> (Signer, Nodes, Arc<Recorder>) {
         let listen = "127.0.0.1:0".parse().unwrap();
         let (primary, primary_in) = Transport::bind(listen, TransportConfig::default())
             .await
@@ -182,8 +191,17 @@ mod tests {
         };
         let (transport, _) = Transport::bind(listen, config).await.unwrap();
         let configs = Arc::new(Configs::new(cluster, destinations, asker));
-        let signer = Signer::spawn(Dispatch { transport, configs });
-        (signer, [(primary, primary_in), (replica, replica_in)])
+        let recorder = Arc::new(Recorder::new(Default::default()));
+        let signer = Signer::spawn(Dispatch {
+            transport,
+            configs,
+            recorder: Arc::clone(&recorder),
+        });
+        (
+            signer,
+            [(primary, primary_in), (replica, replica_in)],
+            recorder,
+        )
     }
 
     /// Requests queued together come back signed under one signature per key, each verifying
@@ -192,7 +210,7 @@ mod tests {
     async fn requests_waiting_together_share_one_signature_per_key() {
         let shared = Arc::new(SigningKey::from_seed([1; 32]));
         let own = Arc::new(SigningKey::from_seed([2; 32]));
-        let (signer, _nodes) = signer(TransportConfig::default().max_frame).await;
+        let (signer, _nodes, _) = signer(TransportConfig::default().max_frame).await;
         let keys = [&shared, &shared, &own, &shared];
         let sign = |i: usize| signer.sign(unsigned(i as u64 + 1, b"op"), Arc::clone(keys[i]));
         let (a, b, c, d) = tokio::join!(sign(0), sign(1), sign(2), sign(3));
@@ -211,11 +229,11 @@ mod tests {
 
     /// Requests signed together reach each destination in few frames, not one each: in one
     /// REQUESTS frame while it fits `max_frame`, in halves when it does not; a request too
-    /// large to send alone is handed back as too large and sent nowhere.
+    /// large to send alone is handed back as too large, sent nowhere and not counted as sent.
     #[tokio::test]
     async fn requests_signed_together_share_frames_within_the_limit() {
         let key = Arc::new(SigningKey::from_seed([1; 32]));
-        let (signer, mut nodes) = signer(2048).await;
+        let (signer, mut nodes, recorder) = signer(2048).await;
         let sign = |client: u64, operation: &[u8]| {
             signer.sign(unsigned(client, operation), Arc::clone(&key))
         };
@@ -228,6 +246,9 @@ mod tests {
         assert!(len > 4096);
         // Sent after the others, so it arrives after anything sent before it.
         let last = sign(5, b"e").await.unwrap().unwrap();
+        let counted = recorder.snapshot();
+        assert_eq!(counted.requests_sent, 4, "a, b, c and e");
+        assert_eq!(counted.request_signatures, 2, "{{a, b, c, big}} and {{e}}");
         for (_, node) in &mut nodes {
             let mut arrived = Vec::new();
             let mut frames = 0;
