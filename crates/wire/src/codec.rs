@@ -21,7 +21,39 @@ pub enum CodecError {
 
 /// Encodes `value` canonically.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    Ok(postcard::to_stdvec(value)?)
+    encode_into(value, Vec::with_capacity(FIRST_CAPACITY))
+}
+
+/// What an encoding's buffer starts with: most messages fit, so they are written without the
+/// copies of a buffer that doubles from a few bytes up.
+const FIRST_CAPACITY: usize = 256;
+
+/// Encodes `value` at the end of `buffer`.
+fn encode_into<T: Serialize>(value: &T, buffer: Vec<u8>) -> Result<Vec<u8>, CodecError> {
+    Ok(postcard::serialize_with_flavor(value, Buffer(buffer))?)
+}
+
+/// postcard's output into a `Vec` that may already hold the room it needs.
+struct Buffer(Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Buffer {
+    type Output = Vec<u8>;
+
+    #[inline(always)]
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
+    }
 }
 
 /// Decodes exactly one `T` from `bytes`, which must be its canonical encoding: trailing bytes
@@ -31,8 +63,9 @@ pub fn decode<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecE
     if !rest.is_empty() {
         return Err(CodecError::TrailingBytes(rest.len()));
     }
-    // Re-encoding costs one pass over the message, far less than checking its signatures.
-    if encode(&value)? != bytes {
+    // Re-encoding costs one pass over the message, far less than checking its signatures; the
+    // canonical encoding is exactly as long as the input, so its buffer never grows.
+    if encode_into(&value, Vec::with_capacity(bytes.len()))? != bytes {
         return Err(CodecError::NonCanonical);
     }
     Ok(value)
