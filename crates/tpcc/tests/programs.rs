@@ -527,6 +527,57 @@ async fn unused_item_rolls_back(kind: Kind) {
     node.assert_consistent().await;
 }
 
+/// An order naming one item twice from one warehouse takes both quantities from the same
+/// stock row in line order (the second line sees what the first left, including a restock),
+/// and the same item from another warehouse from that warehouse's row.
+async fn an_item_named_twice_takes_from_its_stock_in_line_order(kind: Kind) {
+    let mut node = Node::new(kind).await;
+    node.sql(
+        "UPDATE stock SET s_quantity = 20, s_ytd = 0, s_order_cnt = 0, s_remote_cnt = 0 \
+         WHERE s_i_id = 7 AND s_w_id IN (1, 2)",
+        &[],
+    )
+    .await;
+    let price = node
+        .int("SELECT i_price FROM item WHERE i_id = 7", &[])
+        .await;
+    // Warehouse 1's row: 20 >= 6 + 10 leaves 14, then 14 < 5 + 10 restocks: 14 - 5 + 91 = 100.
+    // Warehouse 2's: 20 - 4 = 16.
+    let op = new_order(
+        1,
+        2,
+        3,
+        DAY,
+        vec![line(7, 1, 6), line(7, 2, 4), line(7, 1, 5)],
+    );
+    let TpccResult::NewOrder(result) = node.execute(&op).await else {
+        panic!("expected a New-Order screen");
+    };
+    let after: Vec<(i64, i64)> = result
+        .lines
+        .iter()
+        .map(|l| (l.supply_w_id, l.s_quantity))
+        .collect();
+    assert_eq!(after, [(1, 14), (2, 16), (1, 100)]);
+    assert_eq!(stock(&mut node, 1, 7).await.0, 100);
+    assert_eq!(stock(&mut node, 1, 7).await.1, 11, "s_ytd");
+    assert_eq!(stock(&mut node, 1, 7).await.2, 2, "s_order_cnt");
+    assert_eq!(stock(&mut node, 1, 7).await.3, 0, "s_remote_cnt");
+    assert_eq!(stock(&mut node, 2, 7).await.0, 16);
+    assert_eq!(stock(&mut node, 2, 7).await.3, 1, "s_remote_cnt");
+    let amounts: Vec<i64> = result.lines.iter().map(|l| l.ol_amount).collect();
+    assert_eq!(amounts, [6 * price, 4 * price, 5 * price]);
+    let lines: Vec<(i64, i64, i64)> = node
+        .all(
+            "SELECT ol_number, ol_supply_w_id, ol_quantity FROM order_line \
+             WHERE ol_w_id = 1 AND ol_d_id = 2 AND ol_o_id = $1 ORDER BY ol_number",
+            &[result.o_id],
+        )
+        .await;
+    assert_eq!(lines, [(1, 1, 6), (2, 2, 4), (3, 1, 5)]);
+    node.assert_consistent().await;
+}
+
 /// (c_balance, c_ytd_payment, c_payment_cnt, c_data) of a customer.
 type CustomerMoney = (i64, i64, i64, String);
 
@@ -1203,6 +1254,7 @@ async fn backends_agree_on_a_mixed_run() {
 common::on_both_backends!(
     new_order_follows_the_specification,
     unused_item_rolls_back,
+    an_item_named_twice_takes_from_its_stock_in_line_order,
     payment_follows_the_specification,
     order_status_shows_the_last_order,
     delivery_follows_the_specification,
