@@ -84,18 +84,9 @@ fn tpcc_through_two_groups_on_sqlite() {
 
 #[test]
 fn tpcc_through_two_groups_on_postgres() {
-    let server = std::env::var("CLOUDBFT_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://cloudbft:cloudbft@127.0.0.1:5432/postgres".into());
-    let server = server.trim_end_matches("/postgres").to_string();
-    let prefix = format!("cloudbft_tpcc{}", std::process::id());
-    through_cluster(&[
-        "--db",
-        "postgres",
-        "--postgres",
-        &server,
-        "--db-prefix",
-        &prefix,
-    ]);
+    // Dropped when the test ends, passed or not: each run left three databases before.
+    let databases = common::PgDatabases::new("tpcc");
+    through_cluster(&databases.args());
 }
 
 #[test]
