@@ -167,7 +167,7 @@ pub trait PartitionRule: Send + Sync {
 impl Request {
     /// True when the declared partitions are exactly what `rule` derives from the operation.
     pub fn declares_truthfully(&self, rule: &dyn PartitionRule) -> bool {
-        rule.partitions(&self.operation).as_deref() == Some(self.partitions.as_slice())
+        declares_truthfully(rule, &self.partitions, &self.operation)
     }
 
     /// The request without its signature, as a decided operation carries it.
@@ -202,8 +202,16 @@ pub struct RequestBody {
 impl RequestBody {
     /// True when the declared partitions are exactly what `rule` derives from the operation.
     pub fn declares_truthfully(&self, rule: &dyn PartitionRule) -> bool {
-        rule.partitions(&self.operation).as_deref() == Some(self.partitions.as_slice())
+        declares_truthfully(rule, &self.partitions, &self.operation)
     }
+}
+
+fn declares_truthfully(
+    rule: &dyn PartitionRule,
+    partitions: &[PartitionId],
+    operation: &[u8],
+) -> bool {
+    rule.partitions(operation).as_deref() == Some(partitions)
 }
 
 /// One request of a PREPARE batch and the group that executes it.

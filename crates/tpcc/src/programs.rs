@@ -466,7 +466,7 @@ struct Stock {
 
 /// The order's lines (every item exists): takes each line's quantity from its supply
 /// warehouse's stock, in line order (a line naming the stock an earlier line took from sees
-/// what that line left), and writes the lines. Four statements whatever the line count: the
+/// what that line left), and writes the lines. Three statements whatever the line count: the
 /// stock read, the stock update and the lines' insert, each for all lines at once.
 async fn order_lines(
     tx: &mut AnyConnection,
@@ -525,18 +525,7 @@ async fn order_lines(
         (0..inserts.len())
             .map(|n| {
                 let p = 1 + 9 * n;
-                format!(
-                    "(${}, ${}, ${}, ${}, ${}, ${}, NULL, ${}, ${}, ${})",
-                    p,
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    p + 5,
-                    p + 6,
-                    p + 7,
-                    p + 8
-                )
+                format!("({}, NULL, {})", placeholders(p, 6), placeholders(p + 6, 3))
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -605,17 +594,10 @@ async fn write_stock(
 ) -> Result<(), Stop> {
     let rows = (0..stock.len())
         .map(|n| {
-            let p = 1 + 6 * n;
-            format!(
-                "(CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS BIGINT), \
-                 CAST(${} AS BIGINT), CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
-                p,
-                p + 1,
-                p + 2,
-                p + 3,
-                p + 4,
-                p + 5
-            )
+            let casts: Vec<String> = (1 + 6 * n..1 + 6 * (n + 1))
+                .map(|p| format!("CAST(${p} AS BIGINT)"))
+                .collect();
+            format!("({})", casts.join(", "))
         })
         .collect::<Vec<_>>()
         .join(", ");
