@@ -168,7 +168,7 @@ fuzz_target!(|data: &[u8]| {
                 let execution = Execution {
                     order,
                     positions: vec![(partition.into(), position)],
-                    request: testing::request(order % 4 + 1, order, &[partition]),
+                    request: testing::request(order % 4 + 1, order, &[partition]).body(),
                 };
                 let mut actions = Vec::new();
                 for replica in [NodeId(101), NodeId(102)] {

@@ -290,7 +290,7 @@ impl Seeds {
                     executions: vec![Execution {
                         order: 1,
                         positions: vec![(0, 1)],
-                        request: self.request.clone(),
+                        request: self.request.body(),
                     }],
                 },
             ),
