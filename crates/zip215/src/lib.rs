@@ -13,6 +13,11 @@
 //! signatures of the same few hundred keys (clients, nodes, USIG identities) all the time, and
 //! decompressing a key costs about a sixth of a batch check per signature.
 //!
+//! The workspace builds curve25519-dalek with its AVX-512 IFMA backend
+//! (`.cargo/config.toml`), chosen at run time where the CPU has it: a check then costs about half
+//! as much as with AVX2 (docs/performance.md, item 33). Both backends compute the same points,
+//! so the verdicts do not depend on the CPU.
+//!
 //! A signed message is given in parts (`&[&[u8]]`), hashed one after the other as if
 //! concatenated, so that callers that sign `domain || 0 || message` need not copy it.
 
