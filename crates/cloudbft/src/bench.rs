@@ -82,6 +82,11 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --db postgres: drop the database nodes' databases when the run ends. By default
+    /// they are kept, for a look at what the run left; a later run then needs them dropped or
+    /// another --db-prefix.
+    #[arg(long)]
+    pub drop_databases: bool,
 }
 
 /// What a run measured: written by `--json`, read back by `cloudbft bench summary` and
@@ -353,7 +358,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         partitions,
         pids,
     ))?;
+    let databases = cluster.cluster.clone();
     drop(cluster);
+    if args.drop_databases {
+        runtime.block_on(drop_databases(&databases))?;
+    }
     if args.data_dir.is_none() {
         // A temporary cluster is only kept while it runs (its logs help when a run fails).
         let _ = std::fs::remove_dir_all(&dir);
@@ -377,10 +386,22 @@ pub(crate) fn empty_databases(config: &std::path::Path) -> Result<()> {
         if progress.highest_order > 0 {
             bail!(
                 "database node {}'s database holds data of an earlier run: drop the \
-                 <--db-prefix>_node_* databases or pass another --db-prefix",
+                 <--db-prefix>_node_* databases, or pass another --db-prefix (and \
+                 --drop-databases for runs that should leave none behind)",
                 db.id
             );
         }
+    }
+    Ok(())
+}
+
+/// Drops the database nodes' PostgreSQL databases of a stopped cluster (`--drop-databases`;
+/// SQLite files go with the cluster's directory).
+pub(crate) async fn drop_databases(cluster: &proto::config::Cluster) -> Result<()> {
+    for db in &cluster.config.db_nodes {
+        dbvote::postgres::drop_database(&db.database)
+            .await
+            .with_context(|| format!("dropping database node {}'s database", db.id))?;
     }
     Ok(())
 }

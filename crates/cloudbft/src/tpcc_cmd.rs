@@ -91,7 +91,7 @@ pub async fn connect(url: &str) -> Result<sqlx::AnyConnection> {
 /// (with its directory's permissions), a PostgreSQL database is created on the server (the
 /// role needs CREATEDB; the server itself must be running).
 pub async fn connect_creating(url: &str) -> Result<sqlx::AnyConnection> {
-    dbvote::executor::create_database_if_missing(url).await?;
+    dbvote::postgres::create_database_if_missing(url).await?;
     let url = sqlite_creating(url);
     open(&url)
         .await

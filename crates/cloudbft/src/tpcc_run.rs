@@ -14,6 +14,7 @@ use dbvote::unreplicated::Unreplicated;
 use dbvote::Executor;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use sqlx::Connection;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -74,6 +75,10 @@ pub struct RunArgs {
     /// Seed of the load and of the terminals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --db postgres: drop the run's databases once their consistency checks passed. By
+    /// default they are kept, for a look at what the run left.
+    #[arg(long)]
+    pub drop_databases: bool,
 }
 
 /// What a run measured.
@@ -325,6 +330,9 @@ fn run_cluster(
     // Stopping drains: every database node reaches the same order before it stops.
     local.stop();
     runtime.block_on(verify_nodes(&cluster))?;
+    if args.drop_databases {
+        runtime.block_on(crate::bench::drop_databases(&cluster))?;
+    }
     Ok(report)
 }
 
@@ -386,6 +394,10 @@ async fn run_baseline(
     db.executor().close().await;
     let mut conn = connect(&url).await?;
     verify(&mut conn, "the baseline database").await?;
+    conn.close().await?;
+    if args.drop_databases {
+        dbvote::postgres::drop_database(&url).await?;
+    }
     Ok(report)
 }
 

@@ -90,6 +90,38 @@ fn tpcc_through_two_groups_on_postgres() {
 }
 
 #[test]
+fn drop_databases_leaves_no_database_of_the_run_behind() {
+    // The run checks its databases' consistency before it drops them; without the flag they
+    // stay (as the test above needs them to).
+    let databases = common::PgDatabases::new("tpccdrop");
+    let dir = tempfile::tempdir().unwrap();
+    let ports = common::Ports::reserve();
+    let port = ports.base.to_string();
+    let args = [
+        &[
+            "--warehouses",
+            "1",
+            "--base-port",
+            &port,
+            "--drop-databases",
+        ][..],
+        &databases.args(),
+    ]
+    .concat();
+    run(dir.path(), &args);
+    assert_eq!(databases.existing().unwrap(), Vec::<String>::new());
+    let baseline = [
+        &["--baseline", "--warehouses", "1", "--drop-databases"][..],
+        &databases.args(),
+    ]
+    .concat();
+    let baseline_dir = dir.path().join("baseline");
+    std::fs::create_dir(&baseline_dir).unwrap();
+    run(&baseline_dir, &baseline);
+    assert_eq!(databases.existing().unwrap(), Vec::<String>::new());
+}
+
+#[test]
 fn baseline_runs_the_same_programs_on_one_database() {
     let dir = tempfile::tempdir().unwrap();
     let report = run(dir.path(), &["--baseline", "--warehouses", "2"]);

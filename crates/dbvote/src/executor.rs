@@ -1245,7 +1245,7 @@ async fn enable_wal(url: &str, shown: &str) -> Result<(), DbError> {
 }
 
 /// The URL without its password, for messages and logs.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_owned();
     };
@@ -1270,49 +1270,6 @@ fn redact(url: &str) -> String {
 pub async fn stored_results(conn: &mut AnyConnection) -> Result<(u64, u64), sqlx::Error> {
     let (rows, bytes): (i64, i64) = sqlx::query_as(bk::RESULTS_SIZE).fetch_one(conn).await?;
     Ok((rows.max(0) as u64, bytes.max(0) as u64))
-}
-
-/// Creates the PostgreSQL database a node URL names if it does not exist yet (connecting to
-/// the server's `postgres` database; the role needs CREATEDB). SQLite files are created by
-/// [`Executor::open`], so this does nothing for them.
-pub async fn create_database_if_missing(url: &str) -> Result<(), DbError> {
-    if Backend::from_url(url) != Some(Backend::Postgres) {
-        return Ok(());
-    }
-    sqlx::any::install_default_drivers();
-    let shown = redact(url);
-    let (server, rest) = url.rsplit_once('/').unwrap_or((url, ""));
-    let name = rest.split('?').next().unwrap_or_default();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        return Err(DbError::Config(format!(
-            "{shown}: the database name must be lower-case letters, digits and _"
-        )));
-    }
-    let connect_error = |source| DbError::Connect {
-        url: shown.clone(),
-        source,
-    };
-    let mut admin = sqlx::AnyConnection::connect(&format!("{server}/postgres"))
-        .await
-        .map_err(connect_error)?;
-    let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
-        .bind(name)
-        .fetch_one(&mut admin)
-        .await
-        .map_err(connect_error)?;
-    if exists == 0 {
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .map_err(connect_error)?;
-        info!(url = %shown, "created database");
-    }
-    let _ = admin.close().await;
-    Ok(())
 }
 
 #[cfg(test)]

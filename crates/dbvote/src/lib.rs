@@ -18,6 +18,7 @@
 //! - [`canonical`]: the one encoding of operations and results;
 //! - [`noop`]: operations that do no application work, to measure the protocol alone;
 //! - [`executor`]: [`Executor`] over SQLite (embedded default, WAL) or PostgreSQL, via sqlx;
+//! - [`postgres`]: creating a node's PostgreSQL database, and dropping a benchmark's;
 //! - [`digest`]: the state digest that must be identical on every correct node;
 //! - [`transfer`]: state transfer's snapshot and install (docs/state-transfer.md);
 //! - [`unreplicated`]: the same executor behind a local sequencer, the baseline benchmarks
@@ -32,6 +33,7 @@ pub mod digest;
 pub mod error;
 pub mod executor;
 pub mod noop;
+pub mod postgres;
 pub mod testing;
 pub mod transfer;
 pub mod unreplicated;

@@ -133,57 +133,13 @@ impl Drop for TestDb {
                 .enable_all()
                 .build()
                 .unwrap();
-            runtime.block_on(drop_databases(&pg.admin_url, &[pg.name]))
+            runtime.block_on(crate::postgres::drop_databases(&pg.admin_url, &[pg.name]))
         })
         .join();
         if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
             panic!("could not drop the test database {name}: {dropped:?}");
         }
     }
-}
-
-/// How long [`drop_databases`] keeps trying while other sessions hold a database.
-const DROP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Drops the databases `names` on the server of `admin_url`, retrying while the server refuses
-/// because other sessions are connected to one of them.
-///
-/// `DROP DATABASE ... WITH (FORCE)` terminates the other sessions, but only those the role may
-/// signal: an autovacuum worker that starts on the fresh database between the test's last
-/// statement and the drop is refused with SQLSTATE 42501 ("must be a member of the role whose
-/// process is being terminated or member of pg_signal_backend") unless the role is a member of
-/// `pg_signal_backend` (`.ci/postgres-up` grants it), and a session that is still closing gives
-/// 55006 ("being accessed by other users"). Both go away by themselves within moments, so they
-/// are retried for [`DROP_PATIENCE`]; any other error is returned at once.
-pub async fn drop_databases(admin_url: &str, names: &[String]) -> Result<(), sqlx::Error> {
-    sqlx::any::install_default_drivers();
-    let mut admin = sqlx::AnyConnection::connect(admin_url).await?;
-    let started = std::time::Instant::now();
-    for name in names {
-        let statement = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-        loop {
-            match sqlx::raw_sql(sqlx::AssertSqlSafe(statement.clone()))
-                .execute(&mut admin)
-                .await
-            {
-                Ok(_) => break,
-                Err(e) if transient_drop_error(&e) && started.elapsed() < DROP_PATIENCE => {
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    admin.close().await
-}
-
-/// Whether a failed `DROP DATABASE` was refused only because of other sessions.
-fn transient_drop_error(error: &sqlx::Error) -> bool {
-    let code = error
-        .as_database_error()
-        .and_then(|e| e.code())
-        .unwrap_or_default();
-    matches!(code.as_ref(), "42501" | "55006")
 }
 
 /// Assigns global order ids and per-partition positions as the ordering layer does: a

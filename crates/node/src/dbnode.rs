@@ -73,7 +73,7 @@ pub async fn progress(
         url: &str,
         partitions: u32,
     ) -> Result<dbvote::executor::Progress, NodeError> {
-        dbvote::executor::create_database_if_missing(url).await?;
+        dbvote::postgres::create_database_if_missing(url).await?;
         let executor = Executor::open(url, app, partitions).await?;
         let progress = executor.progress().await;
         executor.close().await;
@@ -105,7 +105,7 @@ async fn run_app<A: Application>(
         .clone()
         .unwrap_or_else(|| configured.database.clone());
     let kind = AppKind::of(&cluster)?;
-    dbvote::executor::create_database_if_missing(&url).await?;
+    dbvote::postgres::create_database_if_missing(&url).await?;
     let executor = Executor::open(&url, app, cluster.config.partitions).await?;
     let progress = executor.progress().await?;
     let last_seq = progress.partitions.iter().map(|p| p.last_seq).collect();

@@ -144,20 +144,34 @@ impl PgDatabases {
     }
 }
 
-impl Drop for PgDatabases {
-    fn drop(&mut self) {
+impl PgDatabases {
+    /// The databases with this prefix that exist now.
+    pub fn existing(&self) -> Result<Vec<String>, sqlx::Error> {
         use sqlx::Connection;
-        let admin_url = format!("{}/postgres", self.server);
-        let dropped = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
             sqlx::any::install_default_drivers();
-            let mut admin = sqlx::AnyConnection::connect(&admin_url).await?;
-            let names: Vec<String> =
+            let mut admin = sqlx::AnyConnection::connect(&self.admin_url()).await?;
+            let names =
                 sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE $1")
                     .bind(format!("{}\\_%", self.prefix))
                     .fetch_all(&mut admin)
                     .await?;
             admin.close().await?;
-            dbvote::testing::drop_databases(&admin_url, &names).await
+            Ok(names)
+        })
+    }
+
+    fn admin_url(&self) -> String {
+        format!("{}/postgres", self.server)
+    }
+}
+
+impl Drop for PgDatabases {
+    fn drop(&mut self) {
+        let dropped = self.existing().and_then(|names| {
+            tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(dbvote::postgres::drop_databases(&self.admin_url(), &names))
         });
         if let Err(e) = dropped {
             if !std::thread::panicking() {
