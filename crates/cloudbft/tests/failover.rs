@@ -276,7 +276,7 @@ fn rejoin(config: &Path, reboot: bool) -> Vec<Restarted> {
             )
         };
         let configured = cluster.usig_epoch_of(proto::NodeId(group[0]));
-        wait_for("usigd did not come back in a new epoch", &|| {
+        wait_for(config, "usigd did not come back in a new epoch", &|| {
             usig::daemon::client::UsigdClient::connect(&socket, usig)
                 .and_then(|mut c| c.epoch())
                 .is_ok_and(|e| Some(e) > configured)
@@ -298,9 +298,11 @@ fn rejoin(config: &Path, reboot: bool) -> Vec<Restarted> {
         .filter(|a| a[1] == "replica")
         .collect();
     for args in &replica_args {
-        wait_for("a restarted replica did not rejoin its group", &|| {
-            metric(args, "cloudbft_recoveries_total") == Some(1.0)
-        });
+        wait_for(
+            config,
+            "a restarted replica did not rejoin its group",
+            &|| metric(args, "cloudbft_recoveries_total") == Some(1.0),
+        );
     }
     eprintln!(
         "{} replica(s) rejoined {:.2} s after their restart",
@@ -312,22 +314,51 @@ fn rejoin(config: &Path, reboot: bool) -> Vec<Restarted> {
     let first = replica_args[0];
     let decisions = || metric(first, "cloudbft_commits_total").unwrap_or(0.0);
     let before = decisions();
-    wait_for("group 0 did not decide with its restarted replica", &|| {
-        decisions() >= before + 20.0
-    });
+    wait_for(
+        config,
+        "group 0 did not decide with its restarted replica",
+        &|| decisions() >= before + 20.0,
+    );
     restarted
 }
 
-/// Polls `done` until it holds; fails the test with `what` after two minutes.
-fn wait_for(what: &str, done: &dyn Fn() -> bool) {
+/// Polls `done` until it holds. After two minutes it prints the last lines of group 0's and the
+/// primaries' logs (the cluster's directory goes with the test, so a CI log shows what the nodes
+/// did only this way) and fails the test with `what`.
+fn wait_for(config: &Path, what: &str, done: &dyn Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} (logs in the cluster's logs/)"
-        );
+        if Instant::now() >= deadline {
+            eprintln!("{}", log_tails(config, &["replica-1", "primary-"], 40));
+            panic!("{what} (the last lines of the nodes' logs are above)");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The last `lines` lines of each log in the cluster's `logs/` whose name starts with one of
+/// `prefixes`.
+fn log_tails(config: &Path, prefixes: &[&str], lines: usize) -> String {
+    let dir = config.parent().unwrap().join("logs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| prefixes.iter().any(|p| name.starts_with(p)))
+        .collect();
+    names.sort();
+    let mut tails = String::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        tails += &format!("==== logs/{name}, its last {lines} lines\n");
+        for line in &all[all.len().saturating_sub(lines)..] {
+            tails += line;
+            tails.push('\n');
+        }
+    }
+    tails
 }
 
 /// Kills the usigd of `machine` with SIGKILL and returns its arguments.
