@@ -70,6 +70,17 @@ pub enum DbError {
         /// What sqlx reported.
         source: sqlx::Error,
     },
+    /// A PostgreSQL database could not be dropped (`postgres::drop_database`).
+    #[error(
+        "cannot drop the database `{url}`: {source}; the role must own it (or be a superuser), \
+         and the server must be reachable"
+    )]
+    Drop {
+        /// The URL, password removed.
+        url: String,
+        /// What sqlx reported.
+        source: sqlx::Error,
+    },
     /// A statement of the executor's own failed.
     #[error("database `{url}` failed while {during}: {source}; the operation was rolled back, retry once the database is healthy")]
     Sql {

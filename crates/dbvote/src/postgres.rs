@@ -48,7 +48,7 @@ pub async fn drop_database(url: &str) -> Result<(), DbError> {
     };
     drop_databases(&format!("{server}/postgres"), &[name.to_owned()])
         .await
-        .map_err(|source| DbError::Connect {
+        .map_err(|source| DbError::Drop {
             url: redact(url),
             source,
         })?;
