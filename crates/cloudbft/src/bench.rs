@@ -358,9 +358,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         partitions,
         pids,
     ))?;
-    let databases = cluster.cluster.clone();
+    let dropping = args.drop_databases.then(|| cluster.cluster.clone());
     drop(cluster);
-    if args.drop_databases {
+    if let Some(databases) = dropping {
         runtime.block_on(drop_databases(&databases))?;
     }
     if args.data_dir.is_none() {
