@@ -799,8 +799,12 @@ impl<A: Application> Executor<A> {
         while !rest.is_empty() {
             let rows = bk::insert_results_rows(rest.len());
             let (now, later) = rest.split_at(rows);
-            let query =
-                self.bind_results(sqlx::query(bk::insert_results(rows)), plans, outcomes, now)?;
+            let query = self.bind_results(
+                sqlx::query(bk::insert_results(self.inner.backend, rows)),
+                plans,
+                outcomes,
+                now,
+            )?;
             if let Err(source) = query.execute(&mut *tx).await {
                 return Err(Failure::Store {
                     storing: now.to_vec(),
@@ -926,8 +930,11 @@ impl<A: Application> Executor<A> {
         order: u64,
     ) -> Result<(), DbError> {
         for chunk in moved.chunks(bk::MOST_PARTITIONS_PER_UPDATE) {
-            let query =
-                self.bind_moved(sqlx::query(bk::update_progress(chunk.len())), chunk, order)?;
+            let query = self.bind_moved(
+                sqlx::query(bk::update_progress(self.inner.backend, chunk.len())),
+                chunk,
+                order,
+            )?;
             match query.execute(&mut *tx).await {
                 Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
                 Ok(_) => return Err(self.moved_elsewhere(chunk)),
