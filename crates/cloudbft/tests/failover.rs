@@ -25,6 +25,7 @@ use dbvote::bank::BankOp;
 use proto::config::Cluster;
 use proto::testing::Rng;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,9 @@ type Fault = Box<dyn FnOnce(&Path) -> Vec<Restarted>>;
 /// Runs `transfers` transfers per task, applies `fault` a quarter of the way, checks that every
 /// transfer completes, money is conserved and every database node ends in the same state;
 /// prints the longest time without a completed transfer after the fault.
+///
+/// The tasks go on past `transfers` until `fault` returned: a fault that waits for decisions
+/// (a rejoined replica deciding) must see load however fast the cluster ran the rest.
 fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("cluster");
@@ -48,7 +52,8 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
     let demo = Demo::start(&data, &ports, &["--application", "bank", "--usig", usig]);
     let config = demo.config();
     let completed: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let (fault_at, restarted) = runtime.block_on(async {
+    let fault_returned = Arc::new(AtomicBool::new(false));
+    let (fault_at, restarted, planned_left) = runtime.block_on(async {
         let cluster = Arc::new(Cluster::load(&config).unwrap());
         assert!(
             cluster.config.primaries.len() >= 2,
@@ -77,9 +82,12 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
         for t in 0..TASKS {
             let client = client.clone();
             let completed = completed.clone();
+            let fault_returned = fault_returned.clone();
             tasks.push(tokio::spawn(async move {
                 let mut rng = Rng::new(t);
-                for _ in 0..transfers {
+                let mut done = 0;
+                while done < transfers || !fault_returned.load(Ordering::Acquire) {
+                    done += 1;
                     let from = (rng.below(u64::from(BRANCHES)) as u32, t as u32);
                     let to_branch = if rng.chance(0.3) {
                         (from.0 + 1) % BRANCHES
@@ -102,6 +110,9 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
         }
         let fault_at = Instant::now();
         let restarted = fault(&config);
+        fault_returned.store(true, Ordering::Release);
+        let planned_left =
+            (TASKS * transfers).saturating_sub(completed.lock().unwrap().len() as u64);
         for task in tasks {
             task.await.unwrap();
         }
@@ -117,7 +128,7 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
             "money is conserved"
         );
         client.shutdown().await;
-        (fault_at, restarted)
+        (fault_at, restarted, planned_left)
     });
     for args in restarted
         .iter()
@@ -170,7 +181,8 @@ fn under_load(what: &str, usig: &str, transfers: u64, fault: Fault) {
         .unwrap_or_default();
     eprintln!(
         "{what}: longest time without a completed transfer after it {:.2} s (request timer \
-         2 s); {after} of {} transfers completed after it",
+         2 s); {after} of {} transfers completed after it; {planned_left} of the planned ones \
+         were left when the fault returned",
         stall.as_secs_f64(),
         times.len()
     );
