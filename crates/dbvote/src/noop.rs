@@ -15,6 +15,7 @@ pub struct NoopOp {
     /// The partitions it declares, sorted, without duplicates, at least one.
     pub partitions: Vec<PartitionId>,
     /// Bytes that only make the request bigger (to measure message sizes).
+    #[serde(with = "wire::bytes")]
     pub payload: Vec<u8>,
 }
 

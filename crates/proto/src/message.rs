@@ -33,6 +33,7 @@ pub struct Request {
     /// The partitions the operation declares it touches.
     pub partitions: Vec<PartitionId>,
     /// The application's encoding of the operation.
+    #[serde(with = "wire::bytes")]
     pub operation: Vec<u8>,
     /// The client's key signed a batch of requests that holds this one
     /// (docs/protocol.md, "Batch-signed REQUESTs").
@@ -196,6 +197,7 @@ pub struct RequestBody {
     /// The partitions the operation declares it touches.
     pub partitions: Vec<PartitionId>,
     /// The application's encoding of the operation.
+    #[serde(with = "wire::bytes")]
     pub operation: Vec<u8>,
 }
 
@@ -391,6 +393,7 @@ pub struct ReplyCommitDb {
     /// The sender; a receiver refuses it unless the link it came on is this node's.
     pub db_node: NodeId,
     /// (order, canonical result bytes).
+    #[serde(with = "wire::bytes::pairs")]
     pub results: Vec<(u64, Vec<u8>)>,
 }
 
@@ -419,6 +422,7 @@ pub struct Reply {
     pub client: ClientId,
     pub timestamp: u64,
     /// The rendered HTML page.
+    #[serde(with = "wire::bytes")]
     pub page: Vec<u8>,
     /// The replica signs the REPLYs it makes together once ([`Reply::sign_all`]).
     pub signature: BatchSignature,
