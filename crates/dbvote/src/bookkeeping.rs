@@ -75,7 +75,7 @@ pub(crate) fn insert_results_rows(waiting: usize) -> usize {
 pub(crate) fn insert_results(backend: Backend, rows: usize) -> &'static str {
     static STATEMENTS: [std::sync::OnceLock<Vec<String>>; 2] =
         [const { std::sync::OnceLock::new() }; 2];
-    let statements = STATEMENTS[backend as usize].get_or_init(|| {
+    let statements = STATEMENTS[per_backend(backend)].get_or_init(|| {
         (1..=MOST_RESULTS_PER_INSERT)
             .map(|rows| text_for(backend, insert_results_from(rows, 1)))
             .collect()
@@ -112,7 +112,7 @@ pub(crate) const MOST_PARTITIONS_PER_UPDATE: usize = 16;
 pub(crate) fn update_progress(backend: Backend, k: usize) -> &'static str {
     static STATEMENTS: [std::sync::OnceLock<Vec<String>>; 2] =
         [const { std::sync::OnceLock::new() }; 2];
-    let statements = STATEMENTS[backend as usize].get_or_init(|| {
+    let statements = STATEMENTS[per_backend(backend)].get_or_init(|| {
         (1..=MOST_PARTITIONS_PER_UPDATE)
             .map(|k| text_for(backend, update_progress_from(k, 1)))
             .collect()
@@ -171,6 +171,14 @@ pub(crate) fn store_move_commit(rows: usize, k: usize) -> &'static str {
         statements.push("COMMIT".to_owned());
         positional(&statements.join("; "))
     })
+}
+
+/// Where a cache of statement texts keeps `backend`'s.
+fn per_backend(backend: Backend) -> usize {
+    match backend {
+        Backend::Sqlite => 0,
+        Backend::Postgres => 1,
+    }
 }
 
 /// `text` as `backend` takes its parameters best: [`positional`] on SQLite, as built on
