@@ -91,7 +91,7 @@ impl Request {
             self.client,
             self.timestamp,
             &self.partitions,
-            &self.operation,
+            wire::bytes::Bytes(&self.operation),
         ))
     }
 
@@ -496,7 +496,7 @@ impl Reply {
             self.replica,
             self.client,
             self.timestamp,
-            &self.page,
+            wire::bytes::Bytes(&self.page),
         ))
     }
 

@@ -225,10 +225,7 @@ impl Renderer for SimRenderer {
             "<p>client {} request {}: {}</p>",
             request.client.0,
             request.timestamp,
-            result
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
+            hex::encode(result)
         )
         .into_bytes()
     }

@@ -8,8 +8,18 @@
 //! verifies the same. Readers that hand a sequence instead of bytes (JSON) still work.
 
 use serde::de::{Error, SeqAccess, Visitor};
-use serde::{Deserializer, Serializer};
+use serde::{Deserializer, Serialize, Serializer};
 use std::fmt;
+
+/// Borrowed bytes written as one byte string: for the tuples of fields that are encoded to be
+/// signed (a REQUEST's operation, a REPLY's page), which serde would write byte by byte.
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl Serialize for Bytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
 
 /// Writes `bytes` as one byte string.
 pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -113,6 +123,11 @@ mod tests {
             };
             let bytes = crate::encode(&plain).unwrap();
             assert_eq!(crate::encode(&whole).unwrap(), bytes, "length {len}");
+            assert_eq!(
+                crate::encode(&(9u64, super::Bytes(&whole.page))).unwrap(),
+                crate::encode(&(9u64, &whole.page)).unwrap(),
+                "borrowed, length {len}"
+            );
             assert_eq!(crate::decode::<Whole>(&bytes).unwrap(), whole);
         }
     }
