@@ -22,6 +22,7 @@ use proto::{
     Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, RequestBody,
     Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -162,8 +163,11 @@ struct Awaiting {
     /// The slot it was decided at (a checkpoint waits for its results).
     slot: u64,
     execution: Execution,
-    votes: BTreeMap<NodeId, MessageDigest>,
-    results: BTreeMap<MessageDigest, Vec<u8>>,
+    /// Each database node's result, as an index into `results`: its first one counts.
+    votes: BTreeMap<NodeId, usize>,
+    /// The distinct results, compared by value (at most one per database node): hashing each
+    /// one cost more than comparing a few short byte strings.
+    results: Vec<Vec<u8>>,
     replied: bool,
     /// Tick at which the COMMIT-DB was last sent.
     sent: u64,
@@ -1433,7 +1437,7 @@ impl ReplicaCore {
                     slot,
                     execution: e.clone(),
                     votes: BTreeMap::new(),
-                    results: BTreeMap::new(),
+                    results: Vec::new(),
                     replied: false,
                     sent: self.ticks,
                     resends: 0,
@@ -1509,18 +1513,24 @@ impl ReplicaCore {
             let Some(awaiting) = self.awaiting.get_mut(&order) else {
                 continue;
             };
-            let digest = MessageDigest::of(&result);
-            if awaiting.votes.insert(reply.db_node, digest).is_some() {
+            let Entry::Vacant(vote) = awaiting.votes.entry(reply.db_node) else {
                 continue;
-            }
-            awaiting.results.entry(digest).or_insert(result);
-            let agreeing = awaiting.votes.values().filter(|d| **d == digest).count();
+            };
+            let index = match awaiting.results.iter().position(|r| *r == result) {
+                Some(index) => index,
+                None => {
+                    awaiting.results.push(result);
+                    awaiting.results.len() - 1
+                }
+            };
+            vote.insert(index);
+            let agreeing = awaiting.votes.values().filter(|i| **i == index).count();
             if agreeing >= quorum && !awaiting.replied {
                 awaiting.replied = true;
                 settle(&mut self.unreplied, awaiting.slot);
                 pages.push((
                     awaiting.execution.request.clone(),
-                    awaiting.results[&digest].clone(),
+                    awaiting.results[index].clone(),
                 ));
             }
             // Kept until every database node answered, so that a lagging one still gets it.

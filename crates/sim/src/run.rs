@@ -32,6 +32,9 @@ pub enum Fault {
     WrongCommitDb(NodeId),
     /// This database node answers with a wrong result.
     WrongResult(NodeId),
+    /// This database node answers three times: with a wrong result twice (as if one vote could
+    /// count twice and reach f+1 alone), then with the right one (a changed vote).
+    ChangedResult(NodeId),
     /// This replica also sends COMMIT-DBs naming a group it does not belong to.
     OutsiderCommitDb(NodeId),
     /// A rogue client floods requests with bad signatures.
@@ -1616,6 +1619,16 @@ impl World {
                         .map(|d| d.voter.members_of(group))
                         .unwrap_or_default();
                     for member in members {
+                        if self.faulty(Fault::ChangedResult(id)) {
+                            let mut wrong = reply.clone();
+                            for (_, r) in &mut wrong.results {
+                                r.push(0xbd);
+                            }
+                            for _ in 0..2 {
+                                let wrong = Msg::ReplyCommitDb(id, wrong.clone());
+                                self.send(Addr::Replica(member), wrong);
+                            }
+                        }
                         self.send(Addr::Replica(member), Msg::ReplyCommitDb(id, reply.clone()));
                     }
                 }

@@ -60,6 +60,12 @@ fn a_database_node_returning_wrong_results_is_outvoted() {
 }
 
 #[test]
+fn a_database_node_changing_its_result_is_outvoted() {
+    // One vote per database node: a repeated wrong answer does not reach f+1 by itself.
+    byzantine(Fault::ChangedResult(NodeId(12)), 7);
+}
+
+#[test]
 fn a_commit_db_from_outside_the_group_is_refused() {
     byzantine(Fault::OutsiderCommitDb(NodeId(201)), 4);
 }
