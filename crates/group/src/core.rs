@@ -297,7 +297,9 @@ pub struct ReplicaCore {
     consecutive_changes: u32,
     /// Ticks a request may wait to be ordered before we ask for a view change.
     timeout: u64,
-    primaries: OrderedVerifier<Proposal>,
+    /// The candidates' proposals in counter order, each with its digest (taken with the
+    /// warrant's, from one encoding).
+    primaries: OrderedVerifier<(Proposal, MessageDigest)>,
     peers: OrderedVerifier<FromPeer>,
     checker: Checker,
     book: OrderBook,
@@ -629,9 +631,12 @@ impl ReplicaCore {
             return Err(Reject::WrongEpoch);
         }
         let usig = self.usig(sender)?;
-        let digest = MessageDigest::of(&proposal.warranted_bytes());
+        let (warranted, digest) = proposal.digests();
         let ui = proposal.ui().clone();
-        let delivered = match self.primaries.offer(usig, digest, &ui, proposal) {
+        let delivered = match self
+            .primaries
+            .offer(usig, warranted, &ui, (proposal, digest))
+        {
             Ok(d) => d,
             // Processed already, e.g. carried again by a peer's COMMIT.
             Err(VerifyError::Replay { .. }) => return Ok(Vec::new()),
@@ -641,8 +646,8 @@ impl ReplicaCore {
         let mut invalid = false;
         for d in delivered {
             match d.payload {
-                Proposal::Prepare(p) => self.delivered_prepare(d.counter, p),
-                Proposal::NewView(nv) => match self.delivered_new_view(nv) {
+                (Proposal::Prepare(p), digest) => self.delivered_prepare(d.counter, p, digest),
+                (Proposal::NewView(nv), _) => match self.delivered_new_view(nv) {
                     Ok(more) => actions.extend(more),
                     Err(_) => invalid = true,
                 },
@@ -665,7 +670,7 @@ impl ReplicaCore {
     }
 
     /// A PREPARE in its primary's counter order: ours to order if it is of our view.
-    fn delivered_prepare(&mut self, counter: u64, prepare: Prepare) {
+    fn delivered_prepare(&mut self, counter: u64, prepare: Prepare, digest: MessageDigest) {
         let h = &self.history;
         // After the epoch's last PREPARE nothing is ordered in this epoch.
         if self.changing_to.is_some()
@@ -682,7 +687,6 @@ impl ReplicaCore {
             self.passed(self.history.next_slot);
             self.history.next_slot += 1;
         }
-        let digest = prepare.digest();
         if slot % CHECKPOINT_INTERVAL == 0 {
             let witness = Witness {
                 before: self.history.chain,

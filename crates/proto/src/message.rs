@@ -806,6 +806,11 @@ mod tests {
             .verify_ui(UsigId(100), &other.own_warranted_bytes(), &other.ui)
             .is_err());
         assert_ne!(p.digest(), other.digest());
+        // The replicas take both digests from one encoding.
+        assert_eq!(
+            crate::Proposal::Prepare(p.clone()).digests(),
+            (MessageDigest::of(&p.own_warranted_bytes()), p.digest())
+        );
     }
 
     #[test]

@@ -488,6 +488,12 @@ impl Proposal {
         }
     }
 
+    /// The digest its warrant covers and its own ([`Self::digest`]), from one encoding: a
+    /// replica needs both for every PREPARE.
+    pub fn digests(&self) -> (MessageDigest, MessageDigest) {
+        MessageDigest::of_and_followed(&self.warranted_bytes(), &self.ui().to_bytes())
+    }
+
     /// The bytes its warrant covers.
     pub fn warranted_bytes(&self) -> Vec<u8> {
         match self {

@@ -65,7 +65,23 @@ pub struct MessageDigest(pub [u8; 32]);
 impl MessageDigest {
     /// Digest of a whole message.
     pub fn of(message: &[u8]) -> Self {
-        let d = ring::digest::digest(&SHA256, message);
+        Self::from_ring(ring::digest::digest(&SHA256, message))
+    }
+
+    /// Digests of `message` and of `message` followed by `suffix`, hashing `message` once: a
+    /// warrant covers a proposal's fields, and the proposal is named by those and its warrant.
+    pub fn of_and_followed(message: &[u8], suffix: &[u8]) -> (Self, Self) {
+        let mut context = ring::digest::Context::new(&SHA256);
+        context.update(message);
+        let mut followed = context.clone();
+        followed.update(suffix);
+        (
+            Self::from_ring(context.finish()),
+            Self::from_ring(followed.finish()),
+        )
+    }
+
+    fn from_ring(d: ring::digest::Digest) -> Self {
         let mut out = [0u8; 32];
         out.copy_from_slice(d.as_ref());
         MessageDigest(out)
@@ -347,6 +363,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_message_and_its_continuation_hash_as_if_apart(
+            message in proptest::collection::vec(any::<u8>(), 0..300),
+            suffix in proptest::collection::vec(any::<u8>(), 0..100),
+        ) {
+            let whole = [message.as_slice(), suffix.as_slice()].concat();
+            prop_assert_eq!(
+                MessageDigest::of_and_followed(&message, &suffix),
+                (MessageDigest::of(&message), MessageDigest::of(&whole))
+            );
+        }
+
         #[test]
         fn encoding_round_trips(w in arb_warrant()) {
             prop_assert_eq!(UniqueWarrant::from_bytes(&w.to_bytes()).unwrap(), w);
