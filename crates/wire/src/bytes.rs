@@ -17,7 +17,7 @@ pub struct Bytes<'a>(pub &'a [u8]);
 
 impl Serialize for Bytes<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.0)
+        serialize(self.0, s)
     }
 }
 
@@ -65,7 +65,7 @@ pub mod pairs {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize)]
-    struct Out<'a>(u64, #[serde(with = "super")] &'a [u8]);
+    struct Out<'a>(u64, super::Bytes<'a>);
 
     #[derive(Deserialize)]
     struct In(u64, #[serde(with = "super")] Vec<u8>);
@@ -74,7 +74,7 @@ pub mod pairs {
     pub fn serialize<S: Serializer>(pairs: &[(u64, Vec<u8>)], s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(pairs.len()))?;
         for (n, bytes) in pairs {
-            seq.serialize_element(&Out(*n, bytes))?;
+            seq.serialize_element(&Out(*n, super::Bytes(bytes)))?;
         }
         seq.end()
     }
