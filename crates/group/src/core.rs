@@ -152,7 +152,7 @@ struct Agreement {
     /// Our executions once the slot was processed here.
     executions: Option<Vec<Execution>>,
     /// The PREPARE, carried in our COMMIT (none for a NEW-VIEW slot).
-    prepare: Option<Prepare>,
+    prepare: Option<Arc<Prepare>>,
     committed: BTreeSet<NodeId>,
     accepted: bool,
     /// Tick at which we started on it, or last asked peers for their COMMITs.
@@ -190,7 +190,7 @@ enum Warranting {
         slot: u64,
         proposal: MessageDigest,
         prefix: MessageDigest,
-        prepare: Option<Prepare>,
+        prepare: Option<Arc<Prepare>>,
     },
     ViewChange {
         next_view: View,
@@ -229,7 +229,8 @@ struct History {
     /// counter c takes slot `base_slot + c - base_counter`.
     base_slot: u64,
     base_counter: u64,
-    since_base: Vec<Prepare>,
+    /// The view's PREPAREs since `base`, shared with their agreements and our COMMITs.
+    since_base: Vec<Arc<Prepare>>,
     /// Running digest of slots `1..next_slot`.
     chain: MessageDigest,
     next_slot: u64,
@@ -697,7 +698,8 @@ impl ReplicaCore {
         }
         self.history.chain = chain(&self.history.chain, Some(&digest));
         self.history.next_slot = slot + 1;
-        self.history.since_base.push(prepare.clone());
+        let prepare = Arc::new(prepare);
+        self.history.since_base.push(Arc::clone(&prepare));
         let prefix = self.history.chain;
         let mine = self.order(&prepare);
         self.passed(slot);
@@ -847,7 +849,7 @@ impl ReplicaCore {
         slot: u64,
         proposal: MessageDigest,
         prefix: MessageDigest,
-        prepare: Option<Prepare>,
+        prepare: Option<Arc<Prepare>>,
         executions: Vec<Execution>,
     ) {
         let now = self.ticks;
@@ -1008,7 +1010,12 @@ impl ReplicaCore {
             let body = ViewChangeBody {
                 checkpoint: stable.proof.clone(),
                 base,
-                prepares: self.history.since_base.clone(),
+                prepares: self
+                    .history
+                    .since_base
+                    .iter()
+                    .map(|p| (**p).clone())
+                    .collect(),
                 log: self.log.clone(),
                 anchor_proof: self.log_start.1.clone(),
             };
@@ -1361,7 +1368,7 @@ impl ReplicaCore {
                     prepare.ui.epoch == epoch && prepare.ui.counter < next
                 });
             if !seen {
-                match self.on_proposal(Proposal::Prepare(prepare.clone())) {
+                match self.on_proposal(Proposal::Prepare((**prepare).clone())) {
                     Ok(more) => actions.extend(more),
                     Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
                     Err(e) => return Err(e),

@@ -6,6 +6,7 @@ use crate::crypto::{verify_batch, PublicKey, Signature, Signed, SigningKey};
 use crate::ids::{ClientId, ConfigEpoch, GroupId, NodeId, PartitionId, View};
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use usig::{MessageDigest, UniqueWarrant};
 
 /// Version written in every envelope; a peer speaking another version is refused. 2: PREPAREs
@@ -295,8 +296,9 @@ pub struct Commit {
     /// Running digest of the history `1..=slot` ([`chain`]).
     pub prefix: MessageDigest,
     /// The PREPARE, so that a peer that missed it learns it (MinBFT); `None` for a NEW-VIEW slot
-    /// and in the log of a VIEW-CHANGE.
-    pub prepare: Option<Prepare>,
+    /// and in the log of a VIEW-CHANGE. Shared: a replica keeps it in its agreement, its COMMIT
+    /// and the COMMIT it keeps for peers' fetches (encoded as the PREPARE itself).
+    pub prepare: Option<Arc<Prepare>>,
     /// The replica's warrant over [`Commit::warranted_bytes`].
     pub ui: UniqueWarrant,
 }
@@ -334,8 +336,13 @@ impl Commit {
     /// The COMMIT without the PREPARE it carries, as a VIEW-CHANGE logs it.
     pub fn stub(&self) -> Commit {
         Commit {
+            view: self.view,
+            replica: self.replica,
+            slot: self.slot,
+            proposal: self.proposal,
+            prefix: self.prefix,
             prepare: None,
-            ..self.clone()
+            ui: self.ui.clone(),
         }
     }
 }
@@ -921,7 +928,7 @@ mod tests {
                 proposal: p.digest(),
                 prefix: chain(&chain_start(ConfigEpoch(1)), Some(&p.digest())),
                 ui: p.ui.clone(),
-                prepare: Some(p),
+                prepare: Some(Arc::new(p)),
             }));
             for cut in 0..good.len() {
                 prop_assert!(Envelope::decode(&good[..cut]).is_err());

@@ -141,7 +141,7 @@ fn commit() -> impl Strategy<Value = Commit> {
                 slot,
                 proposal,
                 prefix,
-                prepare,
+                prepare: prepare.map(std::sync::Arc::new),
                 ui,
             },
         )
