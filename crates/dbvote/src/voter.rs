@@ -94,27 +94,32 @@ struct Votes {
 
 impl Votes {
     /// Counts `member`'s vote (of `group`) for `execution`, if it is the member's first; returns
-    /// the execution with its group once `quorum` members sent it.
+    /// the execution with its group once `quorum` members sent it, taken out of the candidates
+    /// (the caller drops the votes of a decided order).
     fn count(
         &mut self,
         member: NodeId,
         group: GroupId,
-        execution: &Execution,
+        execution: Execution,
         quorum: usize,
     ) -> Option<(GroupId, Execution)> {
         if !self.voted.insert(member) {
             return None;
         }
-        let i = match self.candidates.iter().position(|(_, e, _)| e == execution) {
+        let i = match self.candidates.iter().position(|(_, e, _)| *e == execution) {
             Some(i) => i,
             None => {
-                self.candidates.push((group, execution.clone(), 0));
+                self.candidates.push((group, execution, 0));
                 self.candidates.len() - 1
             }
         };
-        let (group, execution, votes) = &mut self.candidates[i];
+        let votes = &mut self.candidates[i].2;
         *votes += 1;
-        (*votes >= quorum).then(|| (*group, execution.clone()))
+        if *votes < quorum {
+            return None;
+        }
+        let (group, execution, _) = self.candidates.swap_remove(i);
+        Some((group, execution))
     }
 }
 
@@ -278,7 +283,7 @@ impl VoterCore {
     pub fn on_commit_db(
         &mut self,
         from: NodeId,
-        commit_db: &CommitDb,
+        commit_db: CommitDb,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
         let (cluster, start, end) = self
             .epoch(commit_db.config_epoch)
@@ -308,7 +313,7 @@ impl VoterCore {
         let mut actions = Vec::new();
         let mut malformed = 0;
         let mut answers = Vec::new();
-        for execution in &commit_db.executions {
+        for execution in commit_db.executions {
             if misrouted.contains(&execution.order) {
                 malformed += 1;
                 continue;
@@ -328,25 +333,26 @@ impl VoterCore {
                 self.st.transferred_skips += 1;
                 continue;
             }
-            if !self.well_formed(execution) {
+            if !self.well_formed(&execution) {
                 malformed += 1;
                 continue;
             }
-            if self.already_executed(execution) {
+            if self.already_executed(&execution) {
                 // A retransmission after we executed: answer again with the stored result.
                 if !self.running.contains(&execution.order) {
                     self.lookups.insert(execution.order, commit_db.group);
                     self.running.insert(execution.order);
-                    actions.push(VoterAction::Execute(vec![execution.clone()]));
+                    actions.push(VoterAction::Execute(vec![execution]));
                 }
                 continue;
             }
-            let votes = self.votes.entry(execution.order).or_default();
+            let order = execution.order;
+            let votes = self.votes.entry(order).or_default();
             if let Some(decided) =
                 votes.count(commit_db.replica, commit_db.group, execution, quorum)
             {
-                self.votes.remove(&execution.order);
-                self.decided.insert(execution.order, decided);
+                self.votes.remove(&order);
+                self.decided.insert(order, decided);
             }
         }
         if !answers.is_empty() {
@@ -547,7 +553,7 @@ pub(super) mod tests {
                 replica: NodeId(replica),
                 executions: executions.to_vec(),
             };
-            let (more, malformed) = voter.on_commit_db(commit_db.replica, &commit_db).unwrap();
+            let (more, malformed) = voter.on_commit_db(commit_db.replica, commit_db).unwrap();
             assert_eq!(malformed, 0);
             actions.extend(more);
         }
@@ -591,7 +597,7 @@ pub(super) mod tests {
         v: &mut VoterCore,
         commit_db: &CommitDb,
     ) -> Result<(Vec<VoterAction>, usize), VoterReject> {
-        v.on_commit_db(commit_db.replica, commit_db)
+        v.on_commit_db(commit_db.replica, commit_db.clone())
     }
 
     fn progress(executed_through: u64, highest_order: u64, above: &[u64]) -> crate::Progress {
@@ -696,7 +702,8 @@ pub(super) mod tests {
         let members: Vec<u32> = cluster.members(GroupId(serving)).map(|r| r.id).collect();
         let outsider = cluster.members(GroupId(1 - serving)).next().unwrap().id;
         let e = [execution(1, &[(0, 1)], &[0])];
-        let from = |v: &mut VoterCore, link: u32, c: &CommitDb| v.on_commit_db(NodeId(link), c);
+        let from =
+            |v: &mut VoterCore, link: u32, c: &CommitDb| v.on_commit_db(NodeId(link), c.clone());
         let first = commit_db(1, serving, members[0], &e);
         assert!(batches(&from(&mut v, members[0], &first).unwrap().0).is_empty());
         let in_second_name = commit_db(1, serving, members[1], &e);
@@ -730,19 +737,22 @@ pub(super) mod tests {
         other.request.operation.push(0xee);
         let group = GroupId(0);
         let mut votes = Votes::default();
-        assert_eq!(votes.count(NodeId(101), group, &other, 2), None);
+        assert_eq!(votes.count(NodeId(101), group, other.clone(), 2), None);
         assert_eq!(
-            votes.count(NodeId(101), group, &e, 2),
+            votes.count(NodeId(101), group, e.clone(), 2),
             None,
             "a second vote"
         );
-        assert_eq!(votes.count(NodeId(102), group, &e, 2), None);
+        assert_eq!(votes.count(NodeId(102), group, e.clone(), 2), None);
         assert_eq!(
-            votes.count(NodeId(102), group, &other, 2),
+            votes.count(NodeId(102), group, other.clone(), 2),
             None,
             "a second vote"
         );
-        assert_eq!(votes.count(NodeId(103), group, &e, 2), Some((group, e)));
+        assert_eq!(
+            votes.count(NodeId(103), group, e.clone(), 2),
+            Some((group, e))
+        );
     }
 
     /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the

@@ -153,7 +153,7 @@ async fn run_app<A: Application>(
                 let (message, len) = match item {
                     Item::Message(message, len) => (message, len),
                     Item::CommitDbs(commit_dbs) => {
-                        break 'took on_commit_dbs(&mut voter, &metrics, &mut voting, &commit_dbs)
+                        break 'took on_commit_dbs(&mut voter, &metrics, &mut voting, commit_dbs)
                     }
                     Item::Requests(_) | Item::ReplyCommitDbs(_) | Item::Decided(..) => {
                         unreachable!("a database node's intake batches COMMIT-DBs only")
@@ -545,7 +545,7 @@ fn on_commit_dbs(
     voter: &mut VoterCore,
     metrics: &Metrics,
     voting: &mut Timings<u64>,
-    commit_dbs: &[(NodeId, CommitDb)],
+    commit_dbs: Vec<(NodeId, CommitDb)>,
 ) -> Vec<VoterAction> {
     let arrived = Instant::now();
     for execution in commit_dbs.iter().flat_map(|(_, c)| &c.executions) {
@@ -555,7 +555,7 @@ fn on_commit_dbs(
     for (from, commit_db) in commit_dbs {
         actions.extend(commit_db_outcome(
             metrics,
-            voter.on_commit_db(*from, commit_db),
+            voter.on_commit_db(from, commit_db),
         ));
     }
     metrics.stage(Stage::Handle, arrived.elapsed());

@@ -397,8 +397,8 @@ impl Harness {
             }
         }
         if let (Addr::Db(i), false) = (to, commit_dbs.is_empty()) {
-            for (from, commit_db) in &commit_dbs {
-                match self.dbs[i].voter.on_commit_db(*from, commit_db) {
+            for (from, commit_db) in commit_dbs {
+                match self.dbs[i].voter.on_commit_db(from, commit_db) {
                     Ok((actions, malformed)) => {
                         self.report.rejected += malformed as u64;
                         self.voter_actions(i, actions);

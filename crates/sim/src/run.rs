@@ -903,7 +903,7 @@ impl World {
                 let Some(d) = self.voters.get_mut(&id) else {
                     return;
                 };
-                match d.voter.on_commit_db(from, &c) {
+                match d.voter.on_commit_db(from, c) {
                     Ok((actions, malformed)) => {
                         self.rejected += malformed as u64;
                         self.voter_actions(id, actions);

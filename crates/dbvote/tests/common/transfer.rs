@@ -185,7 +185,7 @@ pub async fn byzantine_sender_is_detected_and_another_sender_used(kind: Kind) {
                 request: request.body(),
             }],
         };
-        let (actions, malformed) = voter.on_commit_db(commit_db.replica, &commit_db).unwrap();
+        let (actions, malformed) = voter.on_commit_db(commit_db.replica, commit_db).unwrap();
         assert!(actions.is_empty() && malformed == 0, "{actions:?}");
     }
     let mut asked = Vec::new();
