@@ -74,10 +74,11 @@ pub enum Action {
     SendDecided { to: NodeId, decided: Decided },
     /// Record the decision for this slot in the decision log, then call
     /// [`ReplicaCore::persisted`]. The record need not be durable first: recovery does not read
-    /// it (docs/protocol.md, "The decision log").
+    /// it (docs/protocol.md, "The decision log"). The executions are shared with the core:
+    /// drop them before that call, and the core sends them on without a copy.
     Persist {
         slot: u64,
-        executions: Vec<Execution>,
+        executions: Arc<Vec<Execution>>,
     },
     /// Send to database node `to`, or to every database node.
     SendCommitDb {
@@ -149,8 +150,8 @@ enum FromPeer {
 struct Agreement {
     proposal: MessageDigest,
     prefix: MessageDigest,
-    /// Our executions once the slot was processed here.
-    executions: Option<Vec<Execution>>,
+    /// Our executions once the slot was processed here (shared with the decision log's record).
+    executions: Option<Arc<Vec<Execution>>>,
     /// The PREPARE, carried in our COMMIT (none for a NEW-VIEW slot).
     prepare: Option<Arc<Prepare>>,
     committed: BTreeSet<NodeId>,
@@ -869,7 +870,7 @@ impl ReplicaCore {
             agreement.committed.clear();
         }
         agreement.prepare = prepare;
-        agreement.executions = Some(executions);
+        agreement.executions = Some(Arc::new(executions));
         self.to_warrant.push_back(slot);
     }
 
@@ -1410,7 +1411,7 @@ impl ReplicaCore {
                 agreement.accepted = true;
                 actions.push(Action::Persist {
                     slot,
-                    executions: executions.clone(),
+                    executions: Arc::clone(executions),
                 });
                 // The primary's pacing hint: decided, whether or not durable yet (it proves
                 // nothing, and the log's fsync competes with the databases' for the disk).
@@ -1434,7 +1435,10 @@ impl ReplicaCore {
             return Vec::new();
         };
         self.decided.insert(slot, agreement.proposal);
-        let executions = agreement.executions.unwrap_or_default();
+        let executions = agreement
+            .executions
+            .map(|e| Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone()))
+            .unwrap_or_default();
         if executions.is_empty() {
             return self.next_warrant();
         }

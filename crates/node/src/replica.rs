@@ -528,7 +528,7 @@ pub async fn run(
                 }
                 Action::Persist { slot, executions } => {
                     let now = Instant::now();
-                    for e in &executions {
+                    for e in executions.iter() {
                         let key = (e.request.client, e.request.timestamp);
                         if let Some(took) = proposed.finish(&key) {
                             metrics.stage(Stage::Agree, took);
@@ -537,7 +537,8 @@ pub async fn run(
                     }
                     // The record: the slot and our executions for it. Recovery does not read
                     // it, so the COMMIT-DBs go out without waiting for a sync.
-                    let record = wire::encode(&(slot, &executions)).unwrap_or_default();
+                    let record = wire::encode(&(slot, &*executions)).unwrap_or_default();
+                    drop(executions);
                     e.log.append(&record)?;
                     Metrics::observe(&metrics.persist_seconds, now.elapsed());
                     metrics.commits.inc();

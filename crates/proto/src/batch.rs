@@ -168,7 +168,7 @@ pub fn sign_all(key: &SigningKey, domain: &[u8], messages: &[Vec<u8>]) -> Vec<Ba
         let root = levels.last().expect("at least the leaves")[0];
         let signature = key.sign(domain, &signed_root(count, &root));
         for index in 0..chunk.len() {
-            let mut path = Vec::new();
+            let mut path = Vec::with_capacity(levels.len() - 1);
             let mut i = index;
             for level in &levels[..levels.len() - 1] {
                 if let Some(sibling) = level.get(i ^ 1) {

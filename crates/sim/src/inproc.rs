@@ -512,7 +512,8 @@ impl Harness {
                     self.send(mates, &Message::Commit(*commit));
                 }
                 // No disk: durable at once (the driver's log thread answers after its fsync).
-                ReplicaAction::Persist { slot, .. } => {
+                ReplicaAction::Persist { slot, executions } => {
+                    drop(executions);
                     queue.extend(self.replicas[i].core.persisted(slot))
                 }
                 ReplicaAction::SendCommitDb { to, commit_db } => {

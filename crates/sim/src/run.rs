@@ -1526,7 +1526,8 @@ impl World {
                 ReplicaAction::SendDecided { to, decided } => {
                     self.send(Addr::Primary(to), Msg::Decided(id, decided))
                 }
-                ReplicaAction::Persist { slot, .. } => {
+                ReplicaAction::Persist { slot, executions } => {
+                    drop(executions);
                     if let Some(node) = self.replicas.get_mut(&id) {
                         queue.extend(node.core.persisted(slot));
                     }
