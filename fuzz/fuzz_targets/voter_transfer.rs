@@ -178,7 +178,7 @@ fuzz_target!(|data: &[u8]| {
                         replica,
                         executions: vec![execution.clone()],
                     };
-                    if let Ok((more, _)) = voter.on_commit_db(replica, &commit_db) {
+                    if let Ok((more, _)) = voter.on_commit_db(replica, commit_db) {
                         actions.extend(more);
                     }
                 }

@@ -135,7 +135,7 @@ impl Seeds {
             slot: 1,
             proposal,
             prefix,
-            prepare: Some(prepare.clone()),
+            prepare: Some(std::sync::Arc::new(prepare.clone())),
             ui,
         };
         let book = OrderBook::new(&cluster.cluster).digest();
