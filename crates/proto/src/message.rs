@@ -916,6 +916,40 @@ mod tests {
         ));
     }
 
+    /// A COMMIT shares its PREPARE (an `Arc`), but its encoding carries the PREPARE itself, field
+    /// by field as before: signed COMMITs, stored logs and peers of the same version read alike.
+    #[test]
+    fn a_commit_encodes_its_shared_prepare_as_the_prepare_itself() {
+        let (p, _) = prepare();
+        let prefix = chain(&chain_start(ConfigEpoch(1)), Some(&p.digest()));
+        let commit = Commit {
+            view: View(0),
+            replica: NodeId(1),
+            slot: 1,
+            proposal: p.digest(),
+            prefix,
+            prepare: Some(Arc::new(p.clone())),
+            ui: p.ui.clone(),
+        };
+        let fields = (
+            View(0),
+            NodeId(1),
+            1u64,
+            p.digest(),
+            prefix,
+            Some(&p),
+            &p.ui,
+        );
+        assert_eq!(
+            wire::encode(&commit).unwrap(),
+            wire::encode(&fields).unwrap()
+        );
+        assert_eq!(
+            wire::decode::<Commit>(&wire::encode(&commit).unwrap()).unwrap(),
+            commit
+        );
+    }
+
     proptest! {
         #[test]
         fn garbage_and_truncations_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
