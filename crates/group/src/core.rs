@@ -1437,7 +1437,7 @@ impl ReplicaCore {
         self.decided.insert(slot, agreement.proposal);
         let executions = agreement
             .executions
-            .map(|e| Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone()))
+            .map(Arc::unwrap_or_clone)
             .unwrap_or_default();
         if executions.is_empty() {
             return self.next_warrant();
