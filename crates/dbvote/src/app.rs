@@ -113,9 +113,41 @@ pub trait Application: Send + Sync + 'static {
         operation: &[u8],
     ) -> impl Future<Output = Result<Vec<u8>, ExecError>> + Send;
 
+    /// Runs `operations` in this order on `tx`, with the results that
+    /// [`execute`](Self::execute) would return one after the other, and leaves the same state.
+    /// The executor hands over each run of consecutive operations it may execute now (a chain
+    /// of one partition, usually), so that an application can cost fewer statements per
+    /// operation: each statement is a hand-off to SQLite's thread and back, or a round trip to
+    /// PostgreSQL. `Err` names the operation that could not run; as with `execute`, the
+    /// executor then rolls the whole transaction back.
+    fn execute_all(
+        &self,
+        tx: &mut AnyConnection,
+        operations: &[&[u8]],
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, BatchFailure>> + Send {
+        async move {
+            let mut results = Vec::with_capacity(operations.len());
+            for (index, operation) in operations.iter().enumerate() {
+                let result = (self.execute(tx, operation).await)
+                    .map_err(|error| BatchFailure { index, error })?;
+                results.push(result);
+            }
+            Ok(results)
+        }
+    }
+
     /// The tables that make up the application state, each with the `ORDER BY` clause of its
     /// key columns, for the [state digest](crate::digest).
     fn state_tables(&self) -> Vec<(&'static str, &'static str)>;
+}
+
+/// Why [`Application::execute_all`] failed: the operation at `index` of the batch could not run.
+#[derive(Debug)]
+pub struct BatchFailure {
+    /// The failed operation's place in the batch.
+    pub index: usize,
+    /// What went wrong.
+    pub error: ExecError,
 }
 
 /// An application's partition rule as the ordering layer applies it (the primary, the replicas

@@ -7,9 +7,11 @@
 use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 
-use crate::app::{Application, Backend, PartitionId};
+use crate::app::{Application, Backend, BatchFailure, PartitionId};
 use crate::canonical::{decode_exact, encode};
 use crate::error::{AppError, ExecError};
+
+mod ledger;
 
 /// An account id: `(branch, number)`; the branch is the partition.
 pub type Account = (u32, u32);
@@ -92,6 +94,16 @@ impl BankOp {
         decode_exact(Bank::NAME, bytes)
     }
 
+    /// The accounts this operation names.
+    pub fn accounts(&self) -> Vec<Account> {
+        match *self {
+            BankOp::Open { branch, number, .. }
+            | BankOp::Deposit { branch, number, .. }
+            | BankOp::Balance { branch, number } => vec![(branch, number)],
+            BankOp::Transfer { from, to, .. } => vec![from, to],
+        }
+    }
+
     /// The partitions (branches) this operation touches, sorted, without duplicates.
     pub fn partitions(&self) -> Vec<PartitionId> {
         match *self {
@@ -148,24 +160,27 @@ impl Application for Bank {
         tx: &mut AnyConnection,
         operation: &[u8],
     ) -> Result<Vec<u8>, ExecError> {
-        let result = match BankOp::decode(operation)? {
-            BankOp::Open {
-                branch,
-                number,
-                initial_cents,
-            } => open(tx, (branch, number), initial_cents).await?,
-            BankOp::Deposit {
-                branch,
-                number,
-                cents,
-            } => deposit(tx, (branch, number), cents).await?,
-            BankOp::Transfer { from, to, cents } => transfer(tx, from, to, cents).await?,
-            BankOp::Balance { branch, number } => match balance(tx, (branch, number)).await? {
-                Some(balance_cents) => BankResult::Ok { balance_cents },
-                None => no_such((branch, number)),
-            },
-        };
-        Ok(result.encode())
+        let mut results = (self.execute_all(tx, &[operation]).await).map_err(|f| f.error)?;
+        Ok(results.pop().unwrap_or_default())
+    }
+
+    /// One read of every account the batch names, the operations on those balances in memory,
+    /// and one write of what they changed ([`ledger`]).
+    async fn execute_all(
+        &self,
+        tx: &mut AnyConnection,
+        operations: &[&[u8]],
+    ) -> Result<Vec<Vec<u8>>, BatchFailure> {
+        let failed = |index| move |error| BatchFailure { index, error };
+        let ops = (operations.iter().enumerate())
+            .map(|(i, bytes)| BankOp::decode(bytes).map_err(|e| failed(i)(e.into())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ledger = ledger::Ledger::read(tx, &ops).await.map_err(failed(0))?;
+        let results = (ops.iter().enumerate())
+            .map(|(i, op)| ledger.apply(op).map(|r| r.encode()).map_err(failed(i)))
+            .collect::<Result<Vec<_>, _>>()?;
+        ledger.write(tx).await.map_err(failed(0))?;
+        Ok(results)
     }
 
     fn state_tables(&self) -> Vec<(&'static str, &'static str)> {
@@ -177,145 +192,9 @@ fn no_such((branch, number): Account) -> BankResult {
     BankResult::NoSuchAccount { branch, number }
 }
 
-async fn open(
-    tx: &mut AnyConnection,
-    account: Account,
-    cents: u64,
-) -> Result<BankResult, ExecError> {
-    let Ok(stored) = i64::try_from(cents) else {
-        return Ok(BankResult::AmountTooLarge);
-    };
-    let inserted = sqlx::query(
-        "INSERT INTO bank_account (branch, number, balance_cents) VALUES ($1, $2, $3) \
-         ON CONFLICT (branch, number) DO NOTHING",
-    )
-    .bind(i64::from(account.0))
-    .bind(i64::from(account.1))
-    .bind(stored)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    Ok(if inserted == 1 {
-        BankResult::Ok {
-            balance_cents: cents,
-        }
-    } else {
-        BankResult::AlreadyExists
-    })
-}
-
-async fn deposit(
-    tx: &mut AnyConnection,
-    account: Account,
-    cents: u64,
-) -> Result<BankResult, ExecError> {
-    let Some(current) = balance(tx, account).await? else {
-        return Ok(no_such(account));
-    };
-    let Some(new) = checked_balance(current.checked_add(cents)) else {
-        return Ok(BankResult::AmountTooLarge);
-    };
-    set_balance(tx, account, new).await?;
-    Ok(BankResult::Ok { balance_cents: new })
-}
-
-/// Two statements whatever the outcome: one reads both balances, one writes both (each
-/// statement is a hand-off to SQLite's thread and back, or a round trip to PostgreSQL).
-async fn transfer(
-    tx: &mut AnyConnection,
-    from: Account,
-    to: Account,
-    cents: u64,
-) -> Result<BankResult, ExecError> {
-    let (from_balance, to_balance) = balances(tx, from, to).await?;
-    let Some(from_balance) = from_balance else {
-        return Ok(no_such(from));
-    };
-    let Some(to_balance) = to_balance else {
-        return Ok(no_such(to));
-    };
-    if from_balance < cents {
-        return Ok(BankResult::InsufficientFunds {
-            balance_cents: from_balance,
-        });
-    }
-    if from == to {
-        return Ok(BankResult::Ok {
-            balance_cents: from_balance,
-        });
-    }
-    let Some(to_new) = checked_balance(to_balance.checked_add(cents)) else {
-        return Ok(BankResult::AmountTooLarge);
-    };
-    let from_new = from_balance - cents;
-    let updated = sqlx::query(
-        "UPDATE bank_account SET balance_cents = \
-         CASE WHEN branch = $1 AND number = $2 THEN $3 ELSE $4 END \
-         WHERE (branch = $5 AND number = $6) OR (branch = $7 AND number = $8)",
-    )
-    .bind(i64::from(from.0))
-    .bind(i64::from(from.1))
-    .bind(bigint_balance(from_new)?)
-    .bind(bigint_balance(to_new)?)
-    .bind(i64::from(from.0))
-    .bind(i64::from(from.1))
-    .bind(i64::from(to.0))
-    .bind(i64::from(to.1))
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if updated != 2 {
-        return Err(ExecError::Corrupt(format!(
-            "the transfer from {from:?} to {to:?} updated {updated} accounts, not 2"
-        )));
-    }
-    Ok(BankResult::Ok {
-        balance_cents: from_new,
-    })
-}
-
-/// The balances of `from` and `to` (None: no such account), read in one statement.
-async fn balances(
-    tx: &mut AnyConnection,
-    from: Account,
-    to: Account,
-) -> Result<(Option<u64>, Option<u64>), ExecError> {
-    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-        "SELECT branch, number, balance_cents FROM bank_account \
-         WHERE (branch = $1 AND number = $2) OR (branch = $3 AND number = $4)",
-    )
-    .bind(i64::from(from.0))
-    .bind(i64::from(from.1))
-    .bind(i64::from(to.0))
-    .bind(i64::from(to.1))
-    .fetch_all(&mut *tx)
-    .await?;
-    let of = |account: Account| -> Result<Option<u64>, ExecError> {
-        let key = (i64::from(account.0), i64::from(account.1));
-        rows.iter()
-            .find(|(branch, number, _)| (*branch, *number) == key)
-            .map(|&(_, _, cents)| stored_balance(account, cents))
-            .transpose()
-    };
-    Ok((of(from)?, of(to)?))
-}
-
 /// A balance that fits the `BIGINT` column.
 fn checked_balance(balance: Option<u64>) -> Option<u64> {
     balance.filter(|b| i64::try_from(*b).is_ok())
-}
-
-async fn balance(tx: &mut AnyConnection, account: Account) -> Result<Option<u64>, ExecError> {
-    let stored: Option<i64> = sqlx::query_scalar(
-        "SELECT balance_cents FROM bank_account WHERE branch = $1 AND number = $2",
-    )
-    .bind(i64::from(account.0))
-    .bind(i64::from(account.1))
-    .fetch_optional(&mut *tx)
-    .await?;
-    stored
-        .map(|cents| stored_balance(account, cents))
-        .transpose()
 }
 
 /// A balance to store: [`checked_balance`] already refused what does not fit.
@@ -331,20 +210,6 @@ fn stored_balance(account: Account, cents: i64) -> Result<u64, ExecError> {
             "account {account:?} has a negative balance of {cents} cents"
         ))
     })
-}
-
-async fn set_balance(
-    tx: &mut AnyConnection,
-    account: Account,
-    cents: u64,
-) -> Result<(), ExecError> {
-    sqlx::query("UPDATE bank_account SET balance_cents = $1 WHERE branch = $2 AND number = $3")
-        .bind(bigint_balance(cents)?)
-        .bind(i64::from(account.0))
-        .bind(i64::from(account.1))
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

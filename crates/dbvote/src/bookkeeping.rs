@@ -73,15 +73,11 @@ pub(crate) fn insert_results_rows(waiting: usize) -> usize {
 /// The INSERT of `rows` results (one of [`insert_results_rows`]'s sizes), binding order id,
 /// positions, operation hash and result for each, with `backend`'s parameters ([`text_for`]).
 pub(crate) fn insert_results(backend: Backend, rows: usize) -> &'static str {
-    static STATEMENTS: [std::sync::OnceLock<Vec<String>>; 2] =
-        [const { std::sync::OnceLock::new() }; 2];
-    let statements = STATEMENTS[per_backend(backend)].get_or_init(|| {
-        (1..=MOST_RESULTS_PER_INSERT)
-            .map(|rows| text_for(backend, insert_results_from(rows, 1)))
-            .collect()
-    });
+    static STATEMENTS: Texts = Texts::new();
     debug_assert!((1..=MOST_RESULTS_PER_INSERT).contains(&rows));
-    &statements[rows - 1]
+    &STATEMENTS.get(backend, MOST_RESULTS_PER_INSERT, |i| {
+        insert_results_from(i + 1, 1)
+    })[rows - 1]
 }
 
 /// [`insert_results`] with its parameters numbered from `$first`.
@@ -110,15 +106,11 @@ pub(crate) const MOST_PARTITIONS_PER_UPDATE: usize = 16;
 /// the commit follows in the same hand-off to the database ([`store_move_commit`]). A missing
 /// row is not an error here; the UPDATE then affects fewer than `k` rows.
 pub(crate) fn update_progress(backend: Backend, k: usize) -> &'static str {
-    static STATEMENTS: [std::sync::OnceLock<Vec<String>>; 2] =
-        [const { std::sync::OnceLock::new() }; 2];
-    let statements = STATEMENTS[per_backend(backend)].get_or_init(|| {
-        (1..=MOST_PARTITIONS_PER_UPDATE)
-            .map(|k| text_for(backend, update_progress_from(k, 1)))
-            .collect()
-    });
+    static STATEMENTS: Texts = Texts::new();
     debug_assert!((1..=MOST_PARTITIONS_PER_UPDATE).contains(&k));
-    &statements[k - 1]
+    &STATEMENTS.get(backend, MOST_PARTITIONS_PER_UPDATE, |i| {
+        update_progress_from(i + 1, 1)
+    })[k - 1]
 }
 
 /// [`update_progress`] with its parameters numbered from `$first`.
@@ -171,6 +163,27 @@ pub(crate) fn store_move_commit(rows: usize, k: usize) -> &'static str {
         statements.push("COMMIT".to_owned());
         positional(&statements.join("; "))
     })
+}
+
+/// Statement texts of several sizes, built once per backend in its parameter style
+/// ([`text_for`]) and kept for the process: sqlx caches prepared statements by their text.
+pub(crate) struct Texts([std::sync::OnceLock<Vec<String>>; 2]);
+
+impl Texts {
+    pub(crate) const fn new() -> Self {
+        Texts([const { std::sync::OnceLock::new() }; 2])
+    }
+
+    /// `build(i)` for each `i` in `0..count`, as `backend` takes them.
+    pub(crate) fn get(
+        &'static self,
+        backend: Backend,
+        count: usize,
+        build: impl Fn(usize) -> String,
+    ) -> &'static [String] {
+        self.0[per_backend(backend)]
+            .get_or_init(|| (0..count).map(|i| text_for(backend, build(i))).collect())
+    }
 }
 
 /// Where a cache of statement texts keeps `backend`'s.

@@ -728,7 +728,10 @@ impl<A: Application> Executor<A> {
         unstored: &mut Vec<usize>,
     ) -> Result<Vec<Outcome>, Failure> {
         let mut outcomes = Vec::with_capacity(plans.len());
-        for (plan, execution) in plans.iter().zip(executions) {
+        // Plans found ready whose operations have not run yet: they run together, as one
+        // batch for the application, before any other statement of this transaction.
+        let mut ready = Vec::new();
+        for plan in plans {
             // Lock first, then look for a stored result: on PostgreSQL a concurrent execution
             // of the same order may have held the locks, and only statements after the lock see
             // its commit. When every position is the next one, this order cannot have run at
@@ -737,6 +740,8 @@ impl<A: Application> Executor<A> {
             let rows = match progress.rows(plan) {
                 Some(rows) => rows,
                 None => {
+                    self.run_ready(tx, plans, executions, &mut ready, &mut outcomes, unstored)
+                        .await?;
                     self.flush_progress(tx, progress, plan.order).await?;
                     let rows = self.read_progress(tx, plan, true).await?;
                     progress.learn(&rows);
@@ -745,6 +750,8 @@ impl<A: Application> Executor<A> {
             };
             let locked = readiness(&rows, plan);
             if !matches!(locked, Readiness::Ready) {
+                self.run_ready(tx, plans, executions, &mut ready, &mut outcomes, unstored)
+                    .await?;
                 self.store_results(tx, plans, &outcomes, unstored).await?;
                 if let Some(outcome) = self.stored_outcome(tx, plan).await? {
                     outcomes.push(outcome);
@@ -765,22 +772,47 @@ impl<A: Application> Executor<A> {
                     }));
                 }
             }
-            let result = self
-                .inner
-                .app
-                .execute(tx, &execution.operation)
-                .await
-                .map_err(|source| DbError::Execute {
-                    order: plan.order,
-                    url: self.inner.url.clone(),
-                    source,
-                })?;
             progress.advance(plan);
-            debug!(order = plan.order, positions = ?plan.positions, "executed");
-            unstored.push(outcomes.len());
-            outcomes.push(Outcome::Executed(result));
+            ready.push(outcomes.len());
+            outcomes.push(Outcome::Executed(Vec::new()));
         }
+        self.run_ready(tx, plans, executions, &mut ready, &mut outcomes, unstored)
+            .await?;
         Ok(outcomes)
+    }
+
+    /// Runs the operations of the plans `ready` names (indices into `plans`, `executions` and
+    /// `outcomes`, in order) in one [`Application::execute_all`], fills in their outcomes, and
+    /// hands them to `unstored`.
+    async fn run_ready(
+        &self,
+        tx: &mut AnyConnection,
+        plans: &[Plan],
+        executions: &[Execution],
+        ready: &mut Vec<usize>,
+        outcomes: &mut [Outcome],
+        unstored: &mut Vec<usize>,
+    ) -> Result<(), Failure> {
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let operations: Vec<&[u8]> = ready
+            .iter()
+            .map(|&i| executions[i].operation.as_slice())
+            .collect();
+        let results = (self.inner.app.execute_all(tx, &operations).await).map_err(|failure| {
+            DbError::Execute {
+                order: plans[ready[failure.index.min(ready.len() - 1)]].order,
+                url: self.inner.url.clone(),
+                source: failure.error,
+            }
+        })?;
+        for (&i, result) in ready.iter().zip(results) {
+            debug!(order = plans[i].order, positions = ?plans[i].positions, "executed");
+            outcomes[i] = Outcome::Executed(result);
+        }
+        unstored.append(ready);
+        Ok(())
     }
 
     /// Stores the results of the executions `unstored` names (indices into `plans` and

@@ -39,7 +39,7 @@ pub mod transfer;
 pub mod unreplicated;
 pub mod voter;
 
-pub use app::{AppRule, Application, Backend, PartitionId};
+pub use app::{AppRule, Application, Backend, BatchFailure, PartitionId};
 pub use bank::{Bank, BankOp, BankResult};
 pub use error::{AppError, DbError, ExecError};
 pub use executor::{sqlite_url, Execution, Executor, Gap, Outcome, PartitionProgress, Progress};

@@ -36,6 +36,7 @@ macro_rules! every_scenario {
             refuses_foreign_database,
             batches_chain_and_are_atomic,
             bank_matches_its_model,
+            bank_batches_match_its_model,
             tampered_transfer_is_refused,
             byzantine_sender_is_detected_and_another_sender_used,
         );

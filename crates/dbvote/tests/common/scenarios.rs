@@ -837,6 +837,20 @@ impl BankModel {
 /// the same account, amounts at and past the BIGINT limit included) give, one by one, what the
 /// model says, and leave the balances it holds.
 pub async fn bank_matches_its_model(kind: Kind) {
+    bank_against_model(kind, |_| 1).await;
+}
+
+/// As [`bank_matches_its_model`], with the operations handed to the executor in batches of 1 to
+/// 40 consecutive orders: the bank reads a batch's accounts once and writes them once, and
+/// each operation must still see what the ones before it in the batch left.
+pub async fn bank_batches_match_its_model(kind: Kind) {
+    bank_against_model(kind, |next| 1 + next(40) as usize).await;
+}
+
+async fn bank_against_model(
+    kind: Kind,
+    mut batch: impl FnMut(&mut dyn FnMut(u64) -> u64) -> usize,
+) {
     let db = fresh(kind).await;
     let exec = open(&db, 2).await;
     let mut model = BankModel::default();
@@ -849,6 +863,7 @@ pub async fn bank_matches_its_model(kind: Kind) {
     };
     let limit = i64::MAX as u64;
     let mut seqs = [0u64; 2];
+    let mut ops = Vec::new();
     for order in 1..=400u64 {
         let account = |next: &mut dyn FnMut(u64) -> u64| (next(2) as u32, next(4) as u32);
         let cents = match next(10) {
@@ -888,8 +903,18 @@ pub async fn bank_matches_its_model(kind: Kind) {
             positions,
             operation: op.encode(),
         };
-        let outcome = exec.execute(&execution).await.unwrap();
-        assert_eq!(executed(outcome), model.apply(&op), "order {order}: {op:?}");
+        ops.push((execution, op));
+    }
+    let mut rest = ops.as_slice();
+    while !rest.is_empty() {
+        let (now, later) = rest.split_at(batch(&mut next).min(rest.len()));
+        let executions: Vec<Execution> = now.iter().map(|(e, _)| e.clone()).collect();
+        let outcomes = exec.execute_batch(&executions).await.unwrap();
+        for ((execution, op), outcome) in now.iter().zip(outcomes) {
+            let order = execution.order;
+            assert_eq!(executed(outcome), model.apply(op), "order {order}: {op:?}");
+        }
+        rest = later;
     }
     for (&(branch, number), &balance_cents) in &model.0 {
         let op = BankOp::Balance { branch, number };
