@@ -45,7 +45,7 @@ pub struct BenchArgs {
     pub groups: u32,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    /// "noop" or "bank" (transfers between accounts).
+    /// "noop" or "bank" (each client moves a cent from its account to the next client's).
     #[arg(long, default_value = "noop")]
     pub application: String,
     /// Closed-loop clients (each waits for its reply before sending the next request).
@@ -453,6 +453,7 @@ async fn drive(
         let (done, recorder) = (done.clone(), recorder.clone());
         let mut rng = Rng::new(args.seed.wrapping_mul(1000).wrapping_add(c));
         let multi = args.multi_partition;
+        let clients = args.clients;
         tasks.push(tokio::spawn(async move {
             let mut histogram = Histogram::<u64>::new(3).expect("3 significant digits");
             let (mut errors, mut retransmissions) = (0u64, 0u64);
@@ -464,9 +465,11 @@ async fn drive(
                     first
                 };
                 let (parts, op) = if bank {
+                    // To the next client's account: money moves, so each transfer reads and
+                    // writes two accounts (to the client's own account it would only read).
                     let op = BankOp::Transfer {
                         from: (first, c as u32),
-                        to: (second, c as u32),
+                        to: (second, ((c + 1) % clients) as u32),
                         cents: 1,
                     };
                     (op.partitions(), op.encode())
