@@ -41,7 +41,7 @@ use tracing::{debug, info, warn};
 
 use crate::app::{Application, Backend, PartitionId};
 use crate::bookkeeping as bk;
-use crate::error::DbError;
+use crate::error::{DbError, ExecError};
 
 /// An operation as ordered, ready to be executed on a database node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -807,6 +807,18 @@ impl<A: Application> Executor<A> {
                 source: failure.error,
             }
         })?;
+        if results.len() != ready.len() {
+            // An application that lost or made up a result: nothing of the batch may be kept.
+            return Err(Failure::Db(DbError::Execute {
+                order: plans[ready[0]].order,
+                url: self.inner.url.clone(),
+                source: ExecError::Corrupt(format!(
+                    "the application returned {} results for {} operations",
+                    results.len(),
+                    ready.len()
+                )),
+            }));
+        }
         for (&i, result) in ready.iter().zip(results) {
             debug!(order = plans[i].order, positions = ?plans[i].positions, "executed");
             outcomes[i] = Outcome::Executed(result);
@@ -1321,6 +1333,73 @@ mod tests {
         Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, partitions)
             .await
             .unwrap()
+    }
+
+    /// The bank, but its batches lose their last result.
+    struct Forgetful;
+
+    impl Application for Forgetful {
+        fn name(&self) -> &'static str {
+            Bank.name()
+        }
+
+        fn schema(&self, backend: Backend) -> Vec<String> {
+            Bank.schema(backend)
+        }
+
+        fn partitions(&self, operation: &[u8]) -> Result<Vec<PartitionId>, crate::AppError> {
+            Bank.partitions(operation)
+        }
+
+        async fn execute(
+            &self,
+            tx: &mut AnyConnection,
+            operation: &[u8],
+        ) -> Result<Vec<u8>, ExecError> {
+            Bank.execute(tx, operation).await
+        }
+
+        async fn execute_all(
+            &self,
+            tx: &mut AnyConnection,
+            operations: &[&[u8]],
+        ) -> Result<Vec<Vec<u8>>, crate::BatchFailure> {
+            let mut results = Bank.execute_all(tx, operations).await?;
+            results.pop();
+            Ok(results)
+        }
+
+        fn state_tables(&self) -> Vec<(&'static str, &'static str)> {
+            Bank.state_tables()
+        }
+    }
+
+    /// An application whose batch returns fewer results than operations fails the transaction:
+    /// no execution is kept with a result it never had.
+    #[tokio::test]
+    async fn a_batch_short_of_results_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(&dir.path().join("n.sqlite"));
+        let exec = Executor::open(&url, Forgetful, 1).await.unwrap();
+        let mut seq = crate::testing::Sequencer::new(1);
+        let open = |number| crate::BankOp::Open {
+            branch: 0,
+            number,
+            initial_cents: 5,
+        };
+        let batch = [seq.bank(&open(1)), seq.bank(&open(2))];
+        let digest = exec.digest().await.unwrap();
+        match exec.execute_batch(&batch).await {
+            Err(DbError::Execute {
+                order: 1,
+                source: ExecError::Corrupt(reason),
+                ..
+            }) => assert!(reason.contains("1 results for 2 operations"), "{reason}"),
+            other => panic!("expected a corrupt batch, got {other:?}"),
+        }
+        assert_eq!(exec.digest().await.unwrap(), digest);
+        assert_eq!(exec.progress().await.unwrap().last_seq(0), Some(0));
+        exec.close().await;
     }
 
     /// The durability settings are in force on the pool's connections, not just requested.
