@@ -160,8 +160,14 @@ impl Application for Bank {
         tx: &mut AnyConnection,
         operation: &[u8],
     ) -> Result<Vec<u8>, ExecError> {
-        let mut results = (self.execute_all(tx, &[operation]).await).map_err(|f| f.error)?;
-        Ok(results.pop().unwrap_or_default())
+        let results = (self.execute_all(tx, &[operation]).await).map_err(|f| f.error)?;
+        match <[Vec<u8>; 1]>::try_from(results) {
+            Ok([result]) => Ok(result),
+            Err(results) => Err(ExecError::Corrupt(format!(
+                "a batch of one operation answered {} results",
+                results.len()
+            ))),
+        }
     }
 
     /// One read of every account the batch names, the operations on those balances in memory,

@@ -10,7 +10,7 @@
 //! meanwhile: the batch runs inside the executor's transaction, which holds its partitions
 //! (docs/protocol.md, "Global order and partitions").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use sqlx::AnyConnection;
 
@@ -36,12 +36,11 @@ impl Ledger {
     pub(super) async fn read(tx: &mut AnyConnection, ops: &[BankOp]) -> Result<Ledger, ExecError> {
         // `$N` parameters, which every backend takes, where the connection does not say which.
         let backend = Backend::of(tx).unwrap_or(Backend::Postgres);
-        let named: BTreeSet<Account> = ops.iter().flat_map(BankOp::accounts).collect();
-        let mut accounts: BTreeMap<Account, (Option<i64>, Option<i64>)> = named
-            .iter()
-            .map(|&account| (account, (None, None)))
+        let mut accounts: BTreeMap<Account, (Option<i64>, Option<i64>)> = (ops.iter())
+            .flat_map(BankOp::accounts)
+            .map(|account| (account, (None, None)))
             .collect();
-        let named: Vec<Account> = named.into_iter().collect();
+        let named: Vec<Account> = accounts.keys().copied().collect();
         for chunk in named.chunks(MOST_PER_STATEMENT) {
             let mut query = sqlx::query_as::<_, (i64, i64, i64)>(select(backend, chunk.len()));
             for (branch, number) in padded(chunk) {
