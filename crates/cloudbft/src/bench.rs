@@ -115,6 +115,15 @@ pub struct Report {
     /// ready together; 0 in reports from before requests were batch-signed).
     #[serde(default)]
     pub requests_per_signature: f64,
+    /// Requests per PREPARE over the measured window, from the primaries' metrics: what the
+    /// per-PREPARE work (warrants, COMMITs, COMMIT-DBs, a database transaction) is spread over
+    /// (0 in reports from before it was recorded).
+    #[serde(default)]
+    pub requests_per_prepare: f64,
+    /// Executions per database transaction over the measured window, from the database nodes'
+    /// metrics (0 in reports from before it was recorded).
+    #[serde(default)]
+    pub executions_per_transaction: f64,
     /// CPU time of every process of the run (cluster and load driver) per measured operation
     /// (empty in reports from before it was measured).
     #[serde(default)]
@@ -350,13 +359,16 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let pids = cluster.pids();
+    let watch = Watch {
+        pids: cluster.pids(),
+        endpoints: cluster.endpoints(),
+    };
     let report = runtime.block_on(drive(
         &args,
         cluster.cluster.clone(),
         &dir,
         partitions,
-        pids,
+        watch,
     ))?;
     let dropping = args.drop_databases.then(|| cluster.cluster.clone());
     drop(cluster);
@@ -406,12 +418,18 @@ pub(crate) async fn drop_databases(cluster: &proto::config::Cluster) -> Result<(
     Ok(())
 }
 
+/// What a run watches besides its clients: every process's CPU, and the nodes' metrics.
+struct Watch {
+    pids: Vec<(String, u32)>,
+    endpoints: Vec<(String, std::net::SocketAddr)>,
+}
+
 async fn drive(
     args: &BenchArgs,
     cluster: proto::config::Cluster,
     dir: &std::path::Path,
     partitions: u32,
-    pids: Vec<(String, u32)>,
+    watch: Watch,
 ) -> Result<Report> {
     let client =
         crate::launch::load_driver(Arc::new(cluster), dir, ClientOptions::default()).await?;
@@ -441,11 +459,20 @@ async fn drive(
     let done = Arc::new(AtomicU64::new(0));
     let interval = Duration::from_millis(args.interval_ms);
     let recorder = Arc::new(Recorder::new(warmup_end, end - warmup_end, interval)?);
-    let cpu = tokio::spawn(async move {
+    // The processes' CPU and the nodes' counters at the start and end of the measured window
+    // (scraped off this thread: the clients share it).
+    let watcher = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
+        let Watch { pids, endpoints } = watch;
         let before = CpuSnapshot::take(&pids);
+        let scraping = endpoints.clone();
+        let counters = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&scraping));
         tokio::time::sleep_until(end.into()).await;
-        (before, CpuSnapshot::take(&pids))
+        let after = CpuSnapshot::take(&pids);
+        let counters_after =
+            tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
+        let grown = crate::measure::deltas(&counters.await?, &counters_after.await?);
+        anyhow::Ok((before, after, grown))
     });
     let mut tasks = Vec::new();
     for c in 0..args.clients {
@@ -529,7 +556,7 @@ async fn drive(
         retransmissions += r;
     }
     progress.abort();
-    let (cpu_before, cpu_after) = cpu.await?;
+    let (cpu_before, cpu_after, grown) = watcher.await??;
     let stats = client.stats();
     client.shutdown().await;
     if let Some(path) = &args.json {
@@ -558,6 +585,8 @@ async fn drive(
         retransmissions,
         errors,
         requests_per_signature: stats.requests_sent as f64 / stats.request_signatures.max(1) as f64,
+        requests_per_prepare: crate::measure::mean_batch(&grown, "primary"),
+        executions_per_transaction: crate::measure::mean_batch(&grown, "dbnode"),
         cpu,
         machine: machine(),
         interval_secs: interval.as_secs_f64(),
@@ -581,8 +610,9 @@ fn print_report(r: &Report) {
     );
     println!("{}", r.cpu.line());
     println!(
-        "{:.1} requests per client signature (requests the driver signed together)",
-        r.requests_per_signature
+        "{:.1} requests per client signature (requests the driver signed together), \
+         {:.1} per PREPARE, {:.1} executions per database transaction",
+        r.requests_per_signature, r.requests_per_prepare, r.executions_per_transaction
     );
 }
 
@@ -626,6 +656,8 @@ pub(crate) mod tests {
             retransmissions: 0,
             errors: 0,
             requests_per_signature: 4.0,
+            requests_per_prepare: 12.0,
+            executions_per_transaction: 20.0,
             cpu: CpuPerOperation {
                 total_ms: by_role.values().sum(),
                 by_process: by_role.clone(),
@@ -659,11 +691,18 @@ pub(crate) mod tests {
     fn older_reports_read_without_the_newer_fields() {
         let mut json = serde_json::to_value(sample("bank", 16, 200.0, 70.0)).unwrap();
         let fields = json.as_object_mut().unwrap();
-        for newer in ["timeline", "interval_secs", "cpu"] {
+        for newer in [
+            "timeline",
+            "interval_secs",
+            "cpu",
+            "requests_per_prepare",
+            "executions_per_transaction",
+        ] {
             fields.remove(newer);
         }
         let old: Report = serde_json::from_value(json).unwrap();
         assert!(old.timeline.is_empty() && old.cpu.by_role.is_empty());
+        assert_eq!(old.requests_per_prepare, 0.0);
         assert_eq!(old.throughput_per_sec, 200.0);
     }
 

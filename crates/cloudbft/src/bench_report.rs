@@ -266,6 +266,16 @@ fn figures(r: &Report) -> Vec<(String, f64, Better, usize)> {
             out.push((format!("CPU ms/op, {role}"), *ms, Better::Lower, 3));
         }
     }
+    // Larger batches spread the per-batch work over more requests (reports from before these
+    // were recorded have none).
+    for (figure, mean) in [
+        ("requests per PREPARE", r.requests_per_prepare),
+        ("executions per transaction", r.executions_per_transaction),
+    ] {
+        if mean > 0.0 {
+            out.push((figure.into(), mean, Better::Higher, 1));
+        }
+    }
     out.push(("errors".into(), r.errors as f64, Better::Lower, 0));
     out
 }
@@ -513,6 +523,7 @@ mod tests {
         faster.cpu.by_role.remove("driver");
         faster.cpu.by_role.insert("usigd".into(), 0.1);
         faster.errors = 2;
+        faster.requests_per_prepare = 24.0;
         let new = named(vec![
             ("new/noop.json", faster),
             ("new/noop-64.json", sample("noop", 64, 400.0, 150.0)),
@@ -549,6 +560,17 @@ mod tests {
                 (None, String::from("-"))
             );
         }
+        // Batch sizes are compared; a report from before they were recorded has none.
+        let batch = row(pair, "requests per PREPARE");
+        assert_eq!(
+            (batch.ratio(), batch.verdict(0.1)),
+            (Some(2.0), "better".into())
+        );
+        let mut older = sample("noop", 16, 220.0, 75.0);
+        older.executions_per_transaction = 0.0;
+        assert!(!figures(&older)
+            .iter()
+            .any(|(figure, ..)| figure == "executions per transaction"));
         // From no errors to some: no ratio, but worse.
         let errors = row(pair, "errors");
         assert_eq!(

@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 /// The series a run keeps from each node's metrics, by name prefix: stage timings, warrants,
-/// decision log appends, executions, and the counters that divide them into per-request figures.
-const KEPT: [&str; 10] = [
+/// decision log appends, executions, batch sizes, and the counters that divide them into
+/// per-request figures.
+const KEPT: [&str; 11] = [
     "cloudbft_stage_seconds_sum",
     "cloudbft_stage_seconds_count",
     "cloudbft_warrant_seconds_sum",
@@ -21,6 +22,7 @@ const KEPT: [&str; 10] = [
     "cloudbft_replies_total",
     "cloudbft_executions_total",
     "cloudbft_batches_total",
+    "cloudbft_batch_size_",
 ];
 
 /// The kept series of one Prometheus text exposition, `name{labels}` to value (buckets are
@@ -67,6 +69,28 @@ pub fn deltas(
             Some((node.clone(), grown))
         })
         .collect()
+}
+
+/// The mean batch of the nodes of `role` (`primary`: requests per PREPARE; `dbnode`:
+/// executions per database transaction) over a window's `deltas`, 0 if they made none. Batch
+/// size is what the per-batch costs are spread over, so a report without it cannot say why
+/// its CPU per operation moved.
+pub fn mean_batch(deltas: &BTreeMap<String, BTreeMap<String, f64>>, role: &str) -> f64 {
+    let (sum, count) = deltas
+        .iter()
+        .filter(|(node, _)| node.split_once('-').is_some_and(|(r, _)| r == role))
+        .fold((0.0, 0.0), |(sum, count), (_, series)| {
+            let get = |name: &str| series.get(name).copied().unwrap_or(0.0);
+            (
+                sum + get("cloudbft_batch_size_sum"),
+                count + get("cloudbft_batch_size_count"),
+            )
+        });
+    if count > 0.0 {
+        sum / count
+    } else {
+        0.0
+    }
 }
 
 /// How busy the machine was during the measured window, as shares of all its cores
@@ -296,6 +320,30 @@ mod tests {
             grown["r"]["cloudbft_stage_seconds_count{stage=\"agree\"}"],
             0.0
         );
+    }
+
+    #[test]
+    fn mean_batches_are_per_role_and_weighted_by_batches() {
+        let node = |sum: f64, count: f64| {
+            BTreeMap::from([
+                ("cloudbft_batch_size_sum".to_string(), sum),
+                ("cloudbft_batch_size_count".to_string(), count),
+            ])
+        };
+        let grown = BTreeMap::from([
+            // Two primaries (one idle) whose PREPAREs held 30 requests in 2, then 10 in 3.
+            ("primary-0".to_string(), node(30.0, 2.0)),
+            ("primary-1".to_string(), node(10.0, 3.0)),
+            ("dbnode-11".to_string(), node(9.0, 3.0)),
+            ("replica-101".to_string(), BTreeMap::new()),
+        ]);
+        assert_eq!(mean_batch(&grown, "primary"), 8.0);
+        assert_eq!(mean_batch(&grown, "dbnode"), 3.0);
+        assert_eq!(mean_batch(&grown, "replica"), 0.0);
+        assert_eq!(mean_batch(&grown, "gateway"), 0.0);
+        let text = "cloudbft_batch_size_sum 12\ncloudbft_batch_size_count 4\n\
+            cloudbft_batch_size_bucket{le=\"1.0\"} 0\n";
+        assert_eq!(parse_metrics(text).len(), 2);
     }
 
     #[test]
