@@ -140,6 +140,11 @@ pub fn summary(reports: &[(PathBuf, Report)]) -> String {
                     r.latency_ms.p50, r.latency_ms.p95, r.latency_ms.p99
                 ),
                 cpu_total(r).map_or("-".to_string(), |ms| format!("{ms:.3}")),
+                if r.requests_per_prepare > 0.0 {
+                    format!("{:.1}", r.requests_per_prepare)
+                } else {
+                    "-".to_string()
+                },
                 r.errors.to_string(),
             ]
         })
@@ -154,6 +159,7 @@ pub fn summary(reports: &[(PathBuf, Report)]) -> String {
             "ops/s",
             "p50 / p95 / p99 ms",
             "CPU ms/op",
+            "requests/PREPARE",
             "errors",
         ],
         &rows,
@@ -466,6 +472,7 @@ mod tests {
         bank.usig = "tpm".into();
         bank.max_batch = 1;
         bank.errors = 3;
+        bank.requests_per_prepare = 0.0;
         let table = summary(&named(vec![
             ("a.json", sample("noop", 16, 212.4, 75.0)),
             ("b.json", bank),
@@ -476,7 +483,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 4, "{table}");
         assert_eq!(lines[0][0], "application");
-        assert_eq!(lines[0][8], "errors");
+        assert_eq!(lines[0][9], "errors");
         assert!(lines[1].iter().all(|c| c.chars().all(|ch| ch == '-')));
         assert_eq!(
             lines[2],
@@ -489,6 +496,7 @@ mod tests {
                 "212",
                 "75.0 / 112.5 / 150.0",
                 "1.400",
+                "12.0",
                 "0"
             ]
         );
@@ -503,6 +511,7 @@ mod tests {
                 "198",
                 "80.0 / 120.0 / 160.0",
                 "1.400",
+                "-",
                 "3"
             ]
         );
