@@ -331,7 +331,8 @@ mod tests {
             ])
         };
         let grown = BTreeMap::from([
-            // Two primaries (one idle) whose PREPAREs held 30 requests in 2, then 10 in 3.
+            // Two primaries (a view change in the window): 30 requests in 2 PREPAREs, then 10
+            // in 3, so 40 in 5.
             ("primary-0".to_string(), node(30.0, 2.0)),
             ("primary-1".to_string(), node(10.0, 3.0)),
             ("dbnode-11".to_string(), node(9.0, 3.0)),
