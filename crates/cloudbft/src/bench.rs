@@ -7,6 +7,7 @@
 use crate::cpu::CpuSnapshot;
 use crate::keygen::{KeygenArgs, ShapeArgs};
 use crate::launch::{prepare, LaunchOptions, LocalCluster};
+use crate::measure::Watch;
 use crate::report::{write_timeline, Panel};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -359,10 +360,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let watch = Watch {
-        pids: cluster.pids(),
-        endpoints: cluster.endpoints(),
-    };
+    let watch = Watch::of(&cluster);
     let report = runtime.block_on(drive(
         &args,
         cluster.cluster.clone(),
@@ -418,12 +416,6 @@ pub(crate) async fn drop_databases(cluster: &proto::config::Cluster) -> Result<(
     Ok(())
 }
 
-/// What a run watches besides its clients: every process's CPU, and the nodes' metrics.
-struct Watch {
-    pids: Vec<(String, u32)>,
-    endpoints: Vec<(String, std::net::SocketAddr)>,
-}
-
 async fn drive(
     args: &BenchArgs,
     cluster: proto::config::Cluster,
@@ -463,14 +455,11 @@ async fn drive(
     // (scraped off this thread: the clients share it).
     let watcher = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
-        let Watch { pids, endpoints } = watch;
-        let before = CpuSnapshot::take(&pids);
-        let scraping = endpoints.clone();
-        let counters = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&scraping));
+        let before = CpuSnapshot::take(&watch.pids);
+        let counters = watch.scrape();
         tokio::time::sleep_until(end.into()).await;
-        let after = CpuSnapshot::take(&pids);
-        let counters_after =
-            tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
+        let after = CpuSnapshot::take(&watch.pids);
+        let counters_after = watch.scrape();
         let grown = crate::measure::deltas(&counters.await?, &counters_after.await?);
         anyhow::Ok((before, after, grown))
     });

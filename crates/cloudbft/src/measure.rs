@@ -53,6 +53,36 @@ pub fn scrape_all(endpoints: &[(String, SocketAddr)]) -> BTreeMap<String, BTreeM
         .collect()
 }
 
+/// What a run watches besides its clients: the nodes' metrics endpoints and the processes (by
+/// name) whose CPU time is the run's own. Empty for runs without a cluster (the baseline).
+#[derive(Default)]
+pub struct Watch {
+    pub endpoints: Vec<(String, SocketAddr)>,
+    pub pids: Vec<(String, u32)>,
+}
+
+impl Watch {
+    /// Every process and metrics endpoint of `cluster`.
+    pub fn of(cluster: &crate::launch::LocalCluster) -> Watch {
+        Watch {
+            endpoints: cluster.endpoints(),
+            pids: cluster.pids(),
+        }
+    }
+
+    /// The process ids alone.
+    pub fn pid_numbers(&self) -> Vec<u32> {
+        self.pids.iter().map(|&(_, pid)| pid).collect()
+    }
+
+    /// [`scrape_all`] of the endpoints on a blocking thread, so that the clients sharing the
+    /// caller's runtime thread are not held up by the nodes' HTTP answers.
+    pub fn scrape(&self) -> tokio::task::JoinHandle<BTreeMap<String, BTreeMap<String, f64>>> {
+        let endpoints = self.endpoints.clone();
+        tokio::task::spawn_blocking(move || scrape_all(&endpoints))
+    }
+}
+
 /// What each node's series grew by between two scrapes (nodes in both).
 pub fn deltas(
     before: &BTreeMap<String, BTreeMap<String, f64>>,

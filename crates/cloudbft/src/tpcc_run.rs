@@ -6,6 +6,7 @@
 use crate::bench::{work_dir, Percentiles};
 use crate::keygen::{DbKind, KeygenArgs, ShapeArgs};
 use crate::launch::{LaunchOptions, LocalCluster};
+use crate::measure::Watch;
 use crate::tpcc_cmd::{connect, load_database, verify, ScaleArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -318,10 +319,7 @@ fn run_cluster(
         let client =
             crate::launch::load_driver(Arc::new(cluster.clone()), dir, ClientOptions::default())
                 .await?;
-        let watch = Watch {
-            endpoints: local.endpoints(),
-            pids: local.pids().into_iter().map(|(_, pid)| pid).collect(),
-        };
+        let watch = Watch::of(&local);
         let target = Target::Cluster(client.clone());
         let report = drive(args, target, warehouses, terminals, watch).await;
         client.shutdown().await;
@@ -401,14 +399,6 @@ async fn run_baseline(
     Ok(report)
 }
 
-/// What a run watches besides its clients: the nodes' metrics endpoints and the processes whose
-/// CPU time is the run's own.
-#[derive(Default)]
-struct Watch {
-    endpoints: Vec<(String, std::net::SocketAddr)>,
-    pids: Vec<u32>,
-}
-
 async fn drive(
     args: &RunArgs,
     target: Target,
@@ -476,9 +466,9 @@ async fn drive(
     // The nodes' counters and the machine's CPU at the start and end of the measured window.
     let watcher = tokio::spawn(async move {
         tokio::time::sleep_until(warmup_end.into()).await;
-        let endpoints = watch.endpoints.clone();
-        let before = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
-        let mut cpu = crate::measure::CpuSample::now(&watch.pids);
+        let before = watch.scrape();
+        let pids = watch.pid_numbers();
+        let mut cpu = crate::measure::CpuSample::now(&pids);
         let started_unix = unix_now();
         let mut second = tokio::time::interval(Duration::from_secs(1));
         second.tick().await;
@@ -487,9 +477,8 @@ async fn drive(
             cpu.sample();
         }
         tokio::time::sleep_until(end.into()).await;
-        let load = cpu.finish(&watch.pids);
-        let endpoints = watch.endpoints;
-        let after = tokio::task::spawn_blocking(move || crate::measure::scrape_all(&endpoints));
+        let load = cpu.finish(&pids);
+        let after = watch.scrape();
         let (before, after) = (before.await?, after.await?);
         anyhow::Ok((crate::measure::deltas(&before, &after), load, started_unix))
     });
