@@ -130,6 +130,9 @@ pub struct Report {
     #[serde(default)]
     pub cpu: crate::cpu::CpuPerOperation,
     pub machine: String,
+    /// The build that ran it ([`crate::BUILD`]; empty in reports from before it was recorded).
+    #[serde(default)]
+    pub build: String,
     /// The length of the timeline's intervals (0 in reports from before the timeline).
     #[serde(default)]
     pub interval_secs: f64,
@@ -578,6 +581,7 @@ async fn drive(
         executions_per_transaction: crate::measure::mean_batch(&grown, "dbnode"),
         cpu,
         machine: machine(),
+        build: crate::BUILD.to_owned(),
         interval_secs: interval.as_secs_f64(),
         timeline: recorder.intervals(),
     })
@@ -586,7 +590,7 @@ async fn drive(
 fn print_report(r: &Report) {
     println!(
         "{}: {:.0} ops/s, latency p50 {:.2} ms, \
-         p95 {:.2} ms, p99 {:.2} ms (max {:.2} ms; {} retransmissions, {} errors; {})",
+         p95 {:.2} ms, p99 {:.2} ms (max {:.2} ms; {} retransmissions, {} errors; {}; build {})",
         r.label(),
         r.throughput_per_sec,
         r.latency_ms.p50,
@@ -595,7 +599,8 @@ fn print_report(r: &Report) {
         r.latency_ms.max,
         r.retransmissions,
         r.errors,
-        r.machine
+        r.machine,
+        r.build
     );
     println!("{}", r.cpu.line());
     println!(
@@ -653,6 +658,7 @@ pub(crate) mod tests {
                 by_role,
             },
             machine: "2 cores".into(),
+            build: "0123456789ab".into(),
             interval_secs: 1.0,
             timeline: (1..=2)
                 .map(|s| Interval {
@@ -686,12 +692,14 @@ pub(crate) mod tests {
             "cpu",
             "requests_per_prepare",
             "executions_per_transaction",
+            "build",
         ] {
             fields.remove(newer);
         }
         let old: Report = serde_json::from_value(json).unwrap();
         assert!(old.timeline.is_empty() && old.cpu.by_role.is_empty());
         assert_eq!(old.requests_per_prepare, 0.0);
+        assert_eq!(old.build, "");
         assert_eq!(old.throughput_per_sec, 200.0);
     }
 

@@ -146,6 +146,7 @@ pub fn summary(reports: &[(PathBuf, Report)]) -> String {
                     "-".to_string()
                 },
                 r.errors.to_string(),
+                build_of(r).to_owned(),
             ]
         })
         .collect();
@@ -161,6 +162,7 @@ pub fn summary(reports: &[(PathBuf, Report)]) -> String {
             "CPU ms/op",
             "requests/PREPARE",
             "errors",
+            "build",
         ],
         &rows,
     )
@@ -388,6 +390,20 @@ pub fn compare<'a>(old: &'a [(PathBuf, Report)], new: &'a [(PathBuf, Report)]) -
     comparison
 }
 
+/// The build a report names ([`crate::BUILD`]), or that it names none.
+fn build_of(report: &Report) -> &str {
+    match report.build.as_str() {
+        "" => "not recorded",
+        build => build,
+    }
+}
+
+/// The builds of one side's runs, each once.
+fn builds(runs: &[(&Path, &Report)]) -> String {
+    let builds: std::collections::BTreeSet<&str> = runs.iter().map(|(_, r)| build_of(r)).collect();
+    builds.into_iter().collect::<Vec<_>>().join(", ")
+}
+
 /// The files of one side, shortened to "N runs (median)" past three.
 fn files(runs: &[(&Path, &Report)]) -> String {
     if runs.len() > 3 {
@@ -413,12 +429,25 @@ impl Comparison<'_> {
             if old_label != new_label {
                 let _ = writeln!(out, "The runs differ: old {old_label}.\n");
             }
+            let (old_builds, new_builds) = (builds(&pair.old), builds(&pair.new));
             let _ = writeln!(
                 out,
-                "old: {}  \nnew: {}\n",
+                "old: {} (build {old_builds})  \nnew: {} (build {new_builds})\n",
                 files(&pair.old),
                 files(&pair.new)
             );
+            // A commit's build is the same code on both sides; a dirty one may not be.
+            let one_build = |b: &str| !b.contains(", ") && !b.ends_with("-dirty");
+            if old_label == new_label
+                && old_builds == new_builds
+                && one_build(&old_builds)
+                && old_builds != "not recorded"
+            {
+                let _ = writeln!(
+                    out,
+                    "Both sides ran the same build: only the machine differs.\n"
+                );
+            }
             let cells: Vec<Vec<String>> = pair
                 .rows
                 .iter()
@@ -473,6 +502,7 @@ mod tests {
         bank.max_batch = 1;
         bank.errors = 3;
         bank.requests_per_prepare = 0.0;
+        bank.build = String::new();
         let table = summary(&named(vec![
             ("a.json", sample("noop", 16, 212.4, 75.0)),
             ("b.json", bank),
@@ -484,6 +514,7 @@ mod tests {
         assert_eq!(lines.len(), 4, "{table}");
         assert_eq!(lines[0][0], "application");
         assert_eq!(lines[0][9], "errors");
+        assert_eq!(lines[0][10], "build");
         assert!(lines[1].iter().all(|c| c.chars().all(|ch| ch == '-')));
         assert_eq!(
             lines[2],
@@ -497,7 +528,8 @@ mod tests {
                 "75.0 / 112.5 / 150.0",
                 "1.400",
                 "12.0",
-                "0"
+                "0",
+                "0123456789ab"
             ]
         );
         assert_eq!(
@@ -512,7 +544,8 @@ mod tests {
                 "80.0 / 120.0 / 160.0",
                 "1.400",
                 "-",
-                "3"
+                "3",
+                "not recorded"
             ]
         );
         // Padded: every line is as long as the header.
@@ -598,6 +631,49 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Only in old") && text.contains("- new/noop-64.json"));
+    }
+
+    #[test]
+    fn the_comparison_names_each_sides_builds() {
+        let built = |build: &str| {
+            let mut report = sample("noop", 16, 200.0, 20.0);
+            report.build = build.into();
+            report
+        };
+        let render = |old: Vec<Report>, new: Vec<Report>| {
+            let side = |name: &str, runs: Vec<Report>| {
+                (runs.into_iter().enumerate())
+                    .map(|(i, r)| (PathBuf::from(format!("{name}-{i}.json")), r))
+                    .collect::<Vec<_>>()
+            };
+            compare(&side("old", old), &side("new", new)).render(0.1)
+        };
+        let same = "Both sides ran the same build";
+
+        let text = render(vec![built("aaa")], vec![built("bbb")]);
+        assert!(text.contains("old: old-0.json (build aaa)  \nnew: new-0.json (build bbb)"));
+        assert!(!text.contains(same), "{text}");
+
+        let text = render(vec![built("aaa"), built("aaa")], vec![built("aaa")]);
+        assert!(text.contains(same), "{text}");
+        // Uncommitted changes, two builds on a side, or none recorded: not the same code.
+        for (old, new) in [
+            (vec![built("aaa-dirty")], vec![built("aaa-dirty")]),
+            (
+                vec![built("aaa"), built("bbb")],
+                vec![built("aaa"), built("bbb")],
+            ),
+            (vec![built("")], vec![built("")]),
+        ] {
+            let text = render(old, new);
+            assert!(!text.contains(same), "{text}");
+        }
+        let text = render(vec![built("aaa"), built("")], vec![built("aaa")]);
+        assert!(text.contains("(build aaa, not recorded)"), "{text}");
+        // One build, but the configurations differ: more than the machine differs.
+        let mut other = built("aaa");
+        other.clients = 64;
+        assert!(!render(vec![built("aaa")], vec![other]).contains(same));
     }
 
     #[test]

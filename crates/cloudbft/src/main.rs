@@ -37,10 +37,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
+/// The source this binary was built from: the commit, `-dirty` when tracked files differed
+/// from it (build.rs). Bench and TPC-C reports record it, so that a comparison names its builds.
+pub const BUILD: &str = env!("CLOUDBFT_BUILD");
+
 #[derive(Parser)]
 #[command(
     name = "cloudbft",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("CLOUDBFT_BUILD"), ")"),
     about = "Elastic Byzantine-fault-tolerant web tier"
 )]
 struct Cli {

@@ -124,6 +124,8 @@ pub struct RunReport {
     /// When the measured window began (seconds since 1970).
     pub started_unix: i64,
     pub machine: String,
+    /// The build that ran it ([`crate::BUILD`]).
+    pub build: String,
 }
 
 /// Counts of measured latencies in bins of `bin_ms` milliseconds from 0.
@@ -574,13 +576,14 @@ async fn drive(
         load,
         started_unix,
         machine: crate::bench::machine(),
+        build: crate::BUILD.to_owned(),
     })
 }
 
 fn print_report(r: &RunReport) {
     println!(
-        "TPC-C {} f={} groups={} usig={} db={} warehouses={} ({}) terminals={}",
-        r.mode, r.f, r.groups, r.usig, r.db, r.warehouses, r.scale, r.terminals
+        "TPC-C {} f={} groups={} usig={} db={} warehouses={} ({}) terminals={}; build {}",
+        r.mode, r.f, r.groups, r.usig, r.db, r.warehouses, r.scale, r.terminals, r.build
     );
     if r.page_delay_ms > 0 {
         let at = if r.servers > 0 {

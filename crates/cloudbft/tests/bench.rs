@@ -1,7 +1,7 @@
 //! `cloudbft bench` end to end on a real local cluster, so that its report cannot rot: a short
 //! run writes the JSON with the figures a reader divides by (CPU by role, requests per
-//! PREPARE, executions per database transaction, the timeline) and its two plots, and
-//! `bench compare` reads it back. It checks the shape and the invariants of what is written,
+//! PREPARE, executions per database transaction, the timeline, the build) and its two plots,
+//! and `bench compare` reads it back. It checks the shape and the invariants of what is written,
 //! never the timings.
 
 mod common;
@@ -64,6 +64,18 @@ fn a_short_run_reports_its_batches_and_compares_with_itself() {
     for plot in ["run.svg", "run-timeline.svg"] {
         assert!(dir.path().join(plot).is_file(), "{plot}");
     }
+    // The report names the build that ran it, as `--version` does.
+    let version = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
+        .arg("--version")
+        .output()
+        .expect("running cloudbft --version");
+    let version = String::from_utf8_lossy(&version.stdout);
+    let build = report["build"].as_str().unwrap();
+    assert!(!build.is_empty(), "{report}");
+    assert!(
+        version.trim_end().ends_with(&format!("(build {build})")),
+        "{version}"
+    );
 
     let out = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
         .args(["bench", "compare"])
