@@ -436,13 +436,10 @@ impl Comparison<'_> {
                 files(&pair.old),
                 files(&pair.new)
             );
-            // A commit's build is the same code on both sides; a dirty one may not be.
-            let one_build = |b: &str| !b.contains(", ") && !b.ends_with("-dirty");
-            if old_label == new_label
-                && old_builds == new_builds
-                && one_build(&old_builds)
-                && old_builds != "not recorded"
-            {
+            // One commit's build is the same code on both sides; a dirty one (or one of unknown
+            // source, several builds, none recorded) may not be.
+            let one_commit = |b: &str| b.chars().all(|c| c.is_ascii_hexdigit());
+            if old_label == new_label && old_builds == new_builds && one_commit(&old_builds) {
                 let _ = writeln!(
                     out,
                     "Both sides ran the same build: only the machine differs.\n"
@@ -656,9 +653,12 @@ mod tests {
 
         let text = render(vec![built("aaa"), built("aaa")], vec![built("aaa")]);
         assert!(text.contains(same), "{text}");
-        // Uncommitted changes, two builds on a side, or none recorded: not the same code.
+        // Uncommitted changes, an unknown source, two builds on a side, or none recorded: not
+        // known to be the same code.
+        let unknown = "unknown (not built from a git checkout)";
         for (old, new) in [
             (vec![built("aaa-dirty")], vec![built("aaa-dirty")]),
+            (vec![built(unknown)], vec![built(unknown)]),
             (
                 vec![built("aaa"), built("bbb")],
                 vec![built("aaa"), built("bbb")],
