@@ -10,7 +10,10 @@ fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let root = Path::new(&manifest).join("../..");
     let git = |args: &[&str]| {
+        // `--no-optional-locks`: `git status` would otherwise refresh and rewrite the index,
+        // which this script watches, and every source edit would cost a second rebuild.
         let output = Command::new("git")
+            .arg("--no-optional-locks")
             .arg("-C")
             .arg(&root)
             .args(args)
