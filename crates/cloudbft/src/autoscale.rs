@@ -195,7 +195,7 @@ pub fn run(args: &AutoscaleArgs, stop: &AtomicBool, report: &mut dyn FnMut(&Reco
         .policy(current.config.groups.len() + spare_groups);
     tracing::info!(?policy, "autoscaler starting");
     let mut scaler = Scaler::new(policy);
-    let mut registry = net::metrics::Registry::default();
+    let mut registry = crate::metrics_registry();
     let exported = Exported::register(&mut registry);
     let _serving = args
         .metrics

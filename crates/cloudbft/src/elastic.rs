@@ -252,7 +252,7 @@ async fn drive(
 ) -> Result<ElasticReport> {
     let cluster = Arc::new(Cluster::load(config)?);
     // The load driver's client metrics, where the autoscaler reads the latency.
-    let mut registry = net::metrics::Registry::default();
+    let mut registry = crate::metrics_registry();
     let metrics = ClientMetrics::register(&mut registry);
     let metrics_addr = SocketAddr::from(([127, 0, 0, 1], args.base_port + 1999));
     net::metrics::serve(metrics_addr, Arc::new(registry))

@@ -7,7 +7,6 @@ use client_plugin::client::{ClientEndpoint, ClientMetrics, ClientOptions};
 use client_plugin::gateway::{
     Gateway, GatewayLimits, GatewayMetrics, GatewayOptions, StatusSources,
 };
-use net::metrics::Registry;
 use proto::config::Cluster;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -121,7 +120,7 @@ pub fn gateway(args: GatewayArgs) -> Result<()> {
     let limits = args.limits.limits()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let mut registry = Registry::default();
+        let mut registry = crate::metrics_registry();
         let options = ClientOptions {
             metrics: ClientMetrics::register(&mut registry),
             ..ClientOptions::default()

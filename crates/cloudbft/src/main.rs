@@ -41,6 +41,14 @@ use tracing_subscriber::EnvFilter;
 /// from it (build.rs). Bench and TPC-C reports record it, so that a comparison names its builds.
 pub const BUILD: &str = env!("CLOUDBFT_BUILD");
 
+/// A metrics registry that already serves `cloudbft_build_info` with [`BUILD`], for the
+/// processes that are not nodes (the nodes' own registries get it through `NodeOptions`).
+pub fn metrics_registry() -> net::metrics::Registry {
+    let mut registry = net::metrics::Registry::default();
+    net::metrics::register_build_info(&mut registry, BUILD);
+    registry
+}
+
 #[derive(Parser)]
 #[command(
     name = "cloudbft",

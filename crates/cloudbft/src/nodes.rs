@@ -149,6 +149,7 @@ impl NodeArgs {
             metrics: self.metrics,
             tick: Duration::from_millis(self.tick_ms.max(1)),
             config_path: Some(self.config.clone()),
+            build: crate::BUILD,
         })
     }
 

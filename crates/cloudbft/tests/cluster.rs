@@ -90,6 +90,39 @@ async fn workload(client: &ClientEndpoint) {
     );
 }
 
+/// Every metrics endpoint of the demo (primaries, replicas and database nodes, at their
+/// address's port + 1000 as the launcher gives them, and the gateway) names the build that
+/// `cloudbft --version` names: an operator sees which build each node runs.
+fn every_endpoint_names_the_build(demo: &Demo) {
+    let version = common::cloudbft(&["--version"]);
+    let build = version
+        .trim_end()
+        .strip_suffix(')')
+        .and_then(|v| v.rsplit_once("(build "))
+        .map(|(_, build)| build)
+        .unwrap_or_else(|| panic!("no build in {version:?}"));
+    let series = format!(
+        "cloudbft_build_info{{version=\"{}\",build=\"{build}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    let c = Cluster::load(&demo.config()).unwrap().config;
+    let nodes = c.primaries.iter().map(|p| &p.addr);
+    let nodes = nodes.chain(c.replicas.iter().map(|r| &r.addr));
+    let mut endpoints: Vec<std::net::SocketAddr> = nodes
+        .chain(c.db_nodes.iter().map(|d| &d.addr))
+        .map(|addr| {
+            let addr: std::net::SocketAddr = addr.parse().unwrap();
+            std::net::SocketAddr::new(addr.ip(), addr.port() + 1000)
+        })
+        .collect();
+    endpoints.push(demo.gateway.parse().unwrap());
+    for endpoint in endpoints {
+        let text =
+            node::metrics::scrape(endpoint).unwrap_or_else(|| panic!("no metrics at {endpoint}"));
+        assert!(text.contains(&series), "{endpoint} lacks {series}:\n{text}");
+    }
+}
+
 fn run(extra: &[&str]) {
     let ports = Ports::reserve();
     let dir = tempfile::tempdir().unwrap();
@@ -98,6 +131,7 @@ fn run(extra: &[&str]) {
     let extra = [&["--application", "bank"], extra].concat();
     let extra = extra.as_slice();
     let demo = Demo::start(&data, &ports, extra);
+    every_endpoint_names_the_build(&demo);
     runtime.block_on(async {
         let client = driver(&demo).await;
         workload(&client).await;

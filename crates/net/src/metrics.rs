@@ -6,6 +6,8 @@
 
 use crate::{Stats, Transport};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 pub use prometheus_client::registry::Registry;
 use std::io;
@@ -44,6 +46,31 @@ pub fn render(registry: &Registry) -> String {
     // Writing into a String cannot fail.
     let _ = encode(&mut text, registry);
     text
+}
+
+/// The labels of `cloudbft_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    build: &'static str,
+}
+
+/// Registers `cloudbft_build_info{version, build} 1`: which release and which build (the commit
+/// the binary was built from, as `cloudbft --version` names it) this process runs. During a
+/// rolling upgrade one scrape of every node shows which ones still run the old build, and a
+/// dashboard can mark when a build changed.
+pub fn register_build_info(registry: &mut Registry, build: &'static str) {
+    let info = Family::<BuildLabels, Gauge>::default();
+    info.get_or_create(&BuildLabels {
+        version: env!("CARGO_PKG_VERSION"),
+        build,
+    })
+    .set(1);
+    registry.register(
+        "cloudbft_build_info",
+        "The release and build this process runs (always 1)",
+        info,
+    );
 }
 
 /// Gauges mirroring a transport's counters (refreshed by [`TransportMetrics::update`], which
@@ -158,5 +185,23 @@ impl TransportMetrics {
         self.queue_deepest.set(depths.deepest_outbound as u64);
         self.inbound_capacity.set(config.inbound_queue as u64);
         self.inbound_queued.set(depths.inbound as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_info_names_release_and_build() {
+        let mut registry = Registry::default();
+        register_build_info(&mut registry, "0123456789ab-dirty");
+        let text = render(&registry);
+        let expected = format!(
+            "cloudbft_build_info{{version=\"{}\",build=\"0123456789ab-dirty\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&expected), "{text}");
+        assert!(text.contains("# TYPE cloudbft_build_info gauge"), "{text}");
     }
 }

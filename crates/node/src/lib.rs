@@ -74,6 +74,9 @@ pub struct NodeOptions {
     /// The configuration file the node runs (rewritten when an online reconfiguration starts a
     /// new epoch); none in tests.
     pub config_path: Option<PathBuf>,
+    /// The build this process runs, served as `cloudbft_build_info` (the binary's build script
+    /// knows it; this crate does not, so that an edit anywhere does not rebuild it).
+    pub build: &'static str,
 }
 
 /// What every driver starts with: its metrics (already served) and its transport.
@@ -87,6 +90,7 @@ impl NodeOptions {
     /// Serves the metrics endpoint and binds the node's address.
     pub(crate) async fn start(&self) -> Result<Started, NodeError> {
         let mut registry = net::metrics::Registry::default();
+        net::metrics::register_build_info(&mut registry, self.build);
         let metrics = metrics::Metrics::register(&mut registry);
         metrics::serve(self.metrics, registry).await?;
         let (peers, inbound) = peers::Peers::bind(&self.cluster, self.id, self.key()?).await?;
