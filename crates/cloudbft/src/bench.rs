@@ -349,13 +349,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions {
-            max_batch: args.max_batch,
-            pipeline: args.pipeline,
-            pages: args.pages.clone(),
-            gateway: None,
-            keep_results: None,
-        },
+        &LaunchOptions::measured(args.max_batch, args.pipeline, &args.pages),
     )?;
     eprintln!("cluster up in {}", dir.display());
     // The load driver on one thread: its clients, signer and connections hand work to each

@@ -46,6 +46,16 @@ impl LaunchOptions {
             keep_results: None,
         }
     }
+
+    /// A fresh cluster that a benchmark (bench, tpcc run) measures: the batch, pipeline and
+    /// page stage it was asked for, no gateway.
+    pub fn measured(max_batch: usize, pipeline: usize, pages: &crate::nodes::PageArgs) -> Self {
+        LaunchOptions {
+            max_batch,
+            pipeline,
+            ..Self::driven(pages, None)
+        }
+    }
 }
 
 /// A running local cluster. Dropping it stops every process.

@@ -308,13 +308,7 @@ fn run_cluster(
         &config,
         args.shape.usig,
         false,
-        &LaunchOptions {
-            max_batch: args.max_batch,
-            pipeline: args.pipeline,
-            pages: args.pages.clone(),
-            gateway: None,
-            keep_results: None,
-        },
+        &LaunchOptions::measured(args.max_batch, args.pipeline, &args.pages),
     )?;
     eprintln!("cluster up in {}", dir.display());
     let report = runtime.block_on(async {
