@@ -359,6 +359,10 @@ pub struct ReplicaCore {
     witnesses: BTreeMap<u64, Witness>,
     /// A rejoined peer's messages released by its JOIN, to process after the PREPARE.
     released: Vec<Delivered<FromPeer>>,
+    /// Candidates' proposals released by the ordered verifier and not processed yet, in counter
+    /// order; `delivering` while a call works through them (see [`ReplicaCore::on_proposal`]).
+    proposals_due: VecDeque<Delivered<(Proposal, MessageDigest)>>,
+    delivering: bool,
     /// The highest CHECKPOINT slot each member of our group warranted, as far as we saw (their
     /// warrants checked on their own, whatever our ordered verifiers hold back).
     ahead: BTreeMap<NodeId, u64>,
@@ -466,6 +470,8 @@ impl ReplicaCore {
             recovering: None,
             witnesses: BTreeMap::new(),
             released: Vec::new(),
+            proposals_due: VecDeque::new(),
+            delivering: false,
             ahead: BTreeMap::new(),
             progress: (0, 0),
             discard_warrant: false,
@@ -644,16 +650,25 @@ impl ReplicaCore {
             Err(VerifyError::Replay { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(Reject::Warrant(e)),
         };
+        // Strictly in counter order, also when processing one of them offers more: entering a
+        // view processes the COMMITs kept for it, whose PREPAREs come back here while the ones
+        // released before them still wait. Those later ones queue behind; processed at once,
+        // they would fill the earlier slots as null ones, and our history would part from the
+        // group's for good.
+        self.proposals_due.extend(delivered);
         let mut actions = Vec::new();
         let mut invalid = false;
-        for d in delivered {
-            match d.payload {
-                (Proposal::Prepare(p), digest) => self.delivered_prepare(d.counter, p, digest),
-                (Proposal::NewView(nv), _) => match self.delivered_new_view(nv) {
-                    Ok(more) => actions.extend(more),
-                    Err(_) => invalid = true,
-                },
+        if !std::mem::replace(&mut self.delivering, true) {
+            while let Some(d) = self.proposals_due.pop_front() {
+                match d.payload {
+                    (Proposal::Prepare(p), digest) => self.delivered_prepare(d.counter, p, digest),
+                    (Proposal::NewView(nv), _) => match self.delivered_new_view(nv) {
+                        Ok(more) => actions.extend(more),
+                        Err(_) => invalid = true,
+                    },
+                }
             }
+            self.delivering = false;
         }
         if let Some(counters) = self.fetch(usig, self.primaries.missing(usig)) {
             actions.push(Action::FetchPrepares {

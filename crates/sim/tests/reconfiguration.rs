@@ -266,6 +266,18 @@ fn the_primary_crashes_right_after_ordering_the_reconfigure() {
     assert_views_after(&o, View(0));
 }
 
+/// Seed 504 of `many_seeds` (group 1 removed, the primary crashing right after ordering the
+/// RECONFIGURE, 10% loss): entering the new epoch's view 1, replica 103 processed the COMMITs it
+/// had kept for that view, and the PREPAREs they carried (counters 4 and 5) went through before
+/// the view's counters 2 and 3, which the ordered verifier had released just before. Its
+/// history parted from its group's: it never decided again and ended with 119 agreements open.
+#[test]
+fn proposals_released_while_a_view_is_entered_keep_their_counter_order() {
+    let faults = vec![Fault::CrashPrimaryAfterReconfigure(None)];
+    let remove = vec![reshape(800, &[(0, &[0, 1, 2, 3])])];
+    run_checked(&harsh(with(remove, faults, base(504))), &[(2, GroupId(0))]);
+}
+
 /// A Byzantine member of the new group: it sends clients wrong pages, or the database nodes
 /// wrong operations; it is one of its group's f and is outvoted.
 #[test]
