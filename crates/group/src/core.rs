@@ -310,6 +310,11 @@ pub struct ReplicaCore {
     decided: BTreeMap<u64, MessageDigest>,
     agreements: BTreeMap<u64, Agreement>,
     to_warrant: VecDeque<u64>,
+    /// What our COMMITs still queued in `to_warrant` say, for slots decided before we got to
+    /// them: those COMMITs still go out. A peer may have missed one of the f+1 COMMITs that
+    /// decided the slot here, and if that COMMIT's sender then crashed, ours is the only one it
+    /// can still get (cleared with `to_warrant`).
+    decided_unwarranted: BTreeMap<u64, (MessageDigest, MessageDigest, Option<Arc<Prepare>>)>,
     /// Our VIEW-CHANGE, to warrant once the USIG is free.
     view_change_due: Option<View>,
     /// What our USIG is warranting. Kept here, not looked up in `agreements`: the agreement may
@@ -447,6 +452,7 @@ impl ReplicaCore {
             decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
             to_warrant: VecDeque::new(),
+            decided_unwarranted: BTreeMap::new(),
             view_change_due: None,
             warranting: None,
             log: Vec::new(),
@@ -763,6 +769,7 @@ impl ReplicaCore {
             .retain(|p| base_slot + (p.ui.counter - base_counter) > stable);
         self.decided.retain(|&slot, _| slot > stable);
         self.agreements.retain(|&slot, _| slot > stable);
+        self.decided_unwarranted.retain(|&slot, _| slot > stable);
         self.unreplied.retain(|&slot, _| slot > stable);
         self.witnesses.retain(|&slot, _| slot >= stable);
         self.vouch_for_stable();
@@ -1001,6 +1008,7 @@ impl ReplicaCore {
     pub fn freeze(&mut self) {
         self.frozen = true;
         self.to_warrant.clear();
+        self.decided_unwarranted.clear();
         self.checkpoint_due.clear();
         self.view_change_due = None;
     }
@@ -1062,21 +1070,19 @@ impl ReplicaCore {
                 return Vec::new();
             }
             self.to_warrant.pop_front();
-            let Some(agreement) = self.agreements.get(&slot) else {
-                continue;
+            let (proposal, prefix, prepare) = match self.agreements.get(&slot) {
+                Some(a) => (a.proposal, a.prefix, a.prepare.clone()),
+                None => match self.decided_unwarranted.remove(&slot) {
+                    Some(decided) => decided,
+                    None => continue,
+                },
             };
-            let bytes = Commit::warranted_bytes(
-                self.view,
-                self.me,
-                slot,
-                &agreement.proposal,
-                &agreement.prefix,
-            );
+            let bytes = Commit::warranted_bytes(self.view, self.me, slot, &proposal, &prefix);
             self.warranting = Some(Warranting::Commit {
                 slot,
-                proposal: agreement.proposal,
-                prefix: agreement.prefix,
-                prepare: agreement.prepare.clone(),
+                proposal,
+                prefix,
+                prepare,
             });
             return vec![Action::Warrant { bytes }];
         }
@@ -1450,6 +1456,14 @@ impl ReplicaCore {
             return Vec::new();
         };
         self.decided.insert(slot, agreement.proposal);
+        if self.to_warrant.contains(&slot) {
+            let commit = (
+                agreement.proposal,
+                agreement.prefix,
+                agreement.prepare.clone(),
+            );
+            self.decided_unwarranted.insert(slot, commit);
+        }
         let executions = agreement
             .executions
             .map(Arc::unwrap_or_clone)
@@ -1753,6 +1767,7 @@ impl ReplicaCore {
         self.consecutive_changes = self.consecutive_changes.saturating_add(1);
         self.asked.retain(|v, _| *v > next_view);
         self.to_warrant.clear();
+        self.decided_unwarranted.clear();
         self.view_change_due = Some(next_view);
         let mut actions = self.request_view(next_view);
         actions.extend(self.next_warrant());
@@ -1804,6 +1819,7 @@ impl ReplicaCore {
         self.left.retain(|_, v| *v > nv.view);
         self.agreements.clear();
         self.to_warrant.clear();
+        self.decided_unwarranted.clear();
         self.sent_for.clear();
         let end = cut.end();
         self.decided.retain(|&slot, _| slot < end);

@@ -431,3 +431,97 @@ fn eight_view_changes_in_a_row_keep_view_changes_small() {
 fn eight_view_changes_with_little_load_keep_view_changes_small() {
     small_view_messages(&view_changes_in_a_row(8, (1, 1_200), 49));
 }
+
+/// Seed 1037 of `many_seeds` (10% loss, 20% duplication; replica 101 crashes at 650 and comes
+/// back with nothing stable to recover from, so it stays out): 103 decided slot 9 with 101's and
+/// 102's COMMITs before its USIG got to its own, and skipped it; 102 had lost 101's COMMIT,
+/// which 101, crashed, could no longer send again. 102 never decided slot 9, the database nodes
+/// never had f+1 COMMIT-DBs for it, and two clients waited forever.
+#[test]
+fn a_commit_for_a_slot_decided_meanwhile_still_goes_out() {
+    let restart = Fault::RestartReplica {
+        replica: NodeId(101),
+        crash: 650,
+        restart: 1_500,
+        new_epoch: false,
+    };
+    let scenario = Scenario {
+        faults: vec![restart],
+        requests_per_client: 10,
+        max_time: 400_000,
+        loss: 0.1,
+        duplicate: 0.2,
+        max_delay: 30,
+        ..Scenario::lossy(1037)
+    };
+    check(&scenario, &run(scenario.clone()));
+}
+
+/// Many seeds of every fault above, on the lossy network and a harsher one (10% loss, 20%
+/// duplication, delays up to 30), for exploring. These runs are too short for a stable
+/// checkpoint, so a restarted replica stays recovering (counted as one of the f faulty) and
+/// the others must do without it (`SEEDS=20 FIRST_SEED=100 cargo test --release
+/// -p cloudbft-sim --test simulation many_seeds -- --ignored`); the tests above run a few of each.
+#[test]
+#[ignore]
+fn many_seeds() {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = var("FIRST_SEED", 100);
+    let restarted = group0()[0];
+    for seed in first..first + var("SEEDS", 20) {
+        let primary_faults = [
+            Fault::CrashPrimary(100 + 10 * (seed % 20)),
+            Fault::StallPrimary(300),
+            Fault::WithholdFromGroup(GroupId(1)),
+            Fault::SkipCounters,
+            Fault::PrepareToSubset,
+        ];
+        let others = [
+            vec![],
+            vec![
+                Fault::WrongPage(NodeId(101)),
+                Fault::WrongResult(NodeId(11)),
+            ],
+            vec![Fault::WrongCommitDb(NodeId(102)), Fault::ReplayRequests],
+            vec![Fault::ChangedResult(NodeId(12)), Fault::ForgedClient],
+            vec![Fault::RestartReplica {
+                replica: restarted,
+                crash: 300 + 50 * (seed % 10),
+                restart: 1_500,
+                new_epoch: seed % 2 == 0,
+            }],
+        ];
+        let mut cases: Vec<(Vec<Fault>, bool)> =
+            others.iter().map(|f| (f.clone(), false)).collect();
+        cases.extend(primary_faults.iter().map(|f| (vec![f.clone()], true)));
+        for (faults, faulty_primary) in cases {
+            for harsh in [false, true] {
+                let lossy = Scenario::lossy(seed);
+                let scenario = Scenario {
+                    faults: faults.clone(),
+                    requests_per_client: 10,
+                    max_time: 400_000,
+                    loss: if harsh { 0.1 } else { lossy.loss },
+                    duplicate: if harsh { 0.2 } else { lossy.duplicate },
+                    max_delay: if harsh { 30 } else { lossy.max_delay },
+                    ..lossy
+                };
+                eprintln!("seed {seed} harsh {harsh} {faults:?}");
+                let outcome = run(scenario.clone());
+                check(&scenario, &outcome);
+                if faulty_primary {
+                    assert!(
+                        outcome.views.values().all(|v| *v >= View(1)),
+                        "every replica left the faulty primary's view (seed {seed}): {:?}",
+                        outcome.views
+                    );
+                }
+            }
+        }
+    }
+}
