@@ -498,7 +498,7 @@ fn many_seeds() {
         ];
         let mut cases: Vec<(Vec<Fault>, bool)> =
             others.iter().map(|f| (f.clone(), false)).collect();
-        cases.extend(primary_faults.iter().map(|f| (vec![f.clone()], true)));
+        cases.extend(primary_faults.iter().map(|&f| (vec![f], true)));
         for (faults, faulty_primary) in cases {
             for harsh in [false, true] {
                 let lossy = Scenario::lossy(seed);
