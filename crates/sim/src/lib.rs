@@ -22,4 +22,4 @@ pub mod run;
 
 pub use checks::{check, check_reconfigured};
 pub use operator::Reconfigured;
-pub use run::{run, Fault, Outcome, Reshape, Scenario};
+pub use run::{explored_seeds, run, Fault, Outcome, Reshape, Scenario};

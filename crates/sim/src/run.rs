@@ -405,6 +405,19 @@ pub fn run(scenario: Scenario) -> Outcome {
     w.outcome()
 }
 
+/// The seeds an exploration test runs: `SEEDS` of them from `FIRST_SEED` (20 from 100 unless
+/// the environment says otherwise), so that a failure's seed can be replayed alone.
+pub fn explored_seeds() -> std::ops::Range<u64> {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = var("FIRST_SEED", 100);
+    first..first + var("SEEDS", 20)
+}
+
 impl World {
     fn new(scenario: Scenario) -> Self {
         let (cluster, spares) = TestCluster::operated(

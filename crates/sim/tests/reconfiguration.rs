@@ -9,7 +9,7 @@
 //! the new groups serve requests.
 
 use proto::{GroupId, NodeId, View};
-use sim::{check_reconfigured, run, Fault, Outcome, Reshape, Scenario};
+use sim::{check_reconfigured, explored_seeds, run, Fault, Outcome, Reshape, Scenario};
 
 /// Two groups serving four partitions (group 0: 0 and 2, group 1: 1 and 3), one spare group,
 /// six closed-loop clients, 5% loss and duplication, delays up to 10.
@@ -336,14 +336,7 @@ fn a_reconfiguration_replays_exactly() {
 #[test]
 #[ignore]
 fn many_seeds() {
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let first = var("FIRST_SEED", 100);
-    for seed in first..first + var("SEEDS", 20) {
+    for seed in explored_seeds() {
         let shapes = [
             (add_group(), vec![(2, GroupId(2))]),
             (
