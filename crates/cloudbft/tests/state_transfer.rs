@@ -63,14 +63,16 @@ async fn wipe(url: &str) {
 }
 
 /// Polls (there is no other notification across processes) until `ready` holds, at most
-/// `limit`.
-fn until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Instant {
+/// `limit`; `None` if it never did.
+fn until(limit: Duration, mut ready: impl FnMut() -> bool) -> Option<Instant> {
     let deadline = Instant::now() + limit;
     while !ready() {
-        assert!(Instant::now() < deadline, "{what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Instant::now()
+    Some(Instant::now())
 }
 
 #[test]
@@ -104,7 +106,7 @@ fn catches_up(extra: &[&str]) {
     let completed: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let (count, mut counted) = watch::channel(0usize);
     let count = Arc::new(count);
-    let (child, args, marks) = runtime.block_on(async {
+    let (mut child, args, marks) = runtime.block_on(async {
         let endpoint = cluster.config.clients[1].addr.clone();
         let client = ClientEndpoint::open(
             cluster.clone(),
@@ -169,22 +171,19 @@ fn catches_up(extra: &[&str]) {
         let args = kill(&config, "dbnode", 12);
         let killed = Instant::now();
         wipe(&database).await;
-        let child = restart(&config, &args, "dbnode-12-empty");
+        let mut child = restart(&config, &args, "dbnode-12-empty");
         let restarted = Instant::now();
         let transferred = {
             let args = args.clone();
             tokio::task::spawn_blocking(move || {
-                until(
-                    Duration::from_secs(120),
-                    "no state transfer completed",
-                    || {
-                        metric(&args, "cloudbft_state_transfers_completed_total")
-                            .is_some_and(|n| n >= 1.0)
-                    },
-                )
+                until(Duration::from_secs(120), || {
+                    metric(&args, "cloudbft_state_transfers_completed_total")
+                        .is_some_and(|n| n >= 1.0)
+                })
             })
             .await
             .unwrap()
+            .unwrap_or_else(|| panic!("no state transfer completed: {}", child.diagnosis()))
         };
         let at = *counted.borrow();
         counted.wait_for(|&n| n >= at + AFTER).await.unwrap();
@@ -214,9 +213,10 @@ fn catches_up(extra: &[&str]) {
                 .is_some_and(|o| o == order)
         })
     };
-    until(Duration::from_secs(120), "node 12 did not catch up", || {
+    until(Duration::from_secs(120), || {
         highest_order(&args).is_some_and(others)
-    });
+    })
+    .unwrap_or_else(|| panic!("node 12 did not catch up: {}", child.diagnosis()));
     let get = |name: &str| metric(&args, name).unwrap_or_default();
     let (attempts, failed) = (
         get("cloudbft_state_transfers_started_total"),

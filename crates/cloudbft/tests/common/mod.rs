@@ -289,9 +289,28 @@ pub fn metric(args: &[String], name: &str) -> Option<f64> {
 pub struct Restarted {
     child: Child,
     pub args: Vec<String>,
+    log: PathBuf,
 }
 
 impl Restarted {
+    /// Whether it still runs, and the end of its log: what a test that waited for it in vain
+    /// prints, since the log goes with the test's temporary directory.
+    pub fn diagnosis(&mut self) -> String {
+        let state = match self.child.try_wait() {
+            Ok(None) => format!("still running (pid {})", self.child.id()),
+            Ok(Some(status)) => format!("exited with {status}"),
+            Err(e) => format!("state unknown ({e})"),
+        };
+        let log = std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("({e})"));
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        format!(
+            "{:?} {state}; the last lines of {}:\n{tail}",
+            self.args,
+            self.log.display()
+        )
+    }
+
     /// Stops it as Ctrl-C would and asserts that it exits cleanly.
     pub fn stop(mut self) {
         // SAFETY: kill(2) on a child this test started.
@@ -313,8 +332,8 @@ impl Drop for Restarted {
 /// Starts `cloudbft` again with the arguments of a node this test killed, logging to
 /// `logs/<log>.log` next to the configuration.
 pub fn restart(config: &Path, args: &[String], log: &str) -> Restarted {
-    let log = PathBuf::from(config.parent().unwrap()).join(format!("logs/{log}.log"));
-    let log = std::fs::File::create(log).unwrap();
+    let path = PathBuf::from(config.parent().unwrap()).join(format!("logs/{log}.log"));
+    let log = std::fs::File::create(&path).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_cloudbft"))
         .args(&args[1..])
         .stdin(Stdio::null())
@@ -325,6 +344,7 @@ pub fn restart(config: &Path, args: &[String], log: &str) -> Restarted {
     Restarted {
         child,
         args: args.to_vec(),
+        log: path,
     }
 }
 
