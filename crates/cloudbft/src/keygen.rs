@@ -117,7 +117,8 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     let max_groups = args.max_groups.unwrap_or(args.groups).max(args.groups);
     if max_groups > args.partitions {
         bail!(
-            "--max-groups ({max_groups}) must be at most --partitions ({}): a group without a              partition would serve nothing",
+            "--max-groups ({max_groups}) must be at most --partitions ({}): a group without a \
+             partition would serve nothing",
             args.partitions
         );
     }

@@ -144,7 +144,9 @@ impl InEpoch {
         if restarted || cluster.rejoins(me) {
             tracing::warn!(
                 id = me.0,
-                "an earlier run of this configuration epoch used this data directory, or the                  epoch began without our position: rejoining the group (JOIN, then state from a                  peer)"
+                "an earlier run of this configuration epoch used this data directory, or the \
+                 epoch began without our position: rejoining the group (JOIN, then state from a \
+                 peer)"
             );
             first = core.recover();
         }
