@@ -254,6 +254,10 @@ const RETRY_TICKS: u64 = 4;
 /// The most counters one fetch asks a candidate or a peer for (a candidate answers at most 256
 /// PREPAREs; an ordered verifier holds 1,024 counters).
 const FETCH_BATCH: u64 = 256;
+/// The counters after the last we have that a quiet primary is asked for while a peer's gap
+/// stays open ([`ReplicaCore::probe_primary`]): a lost tail of its sequence is a PREPARE or
+/// two, and the probe must stay small where nothing was lost.
+const PROBE_BATCH: u64 = 8;
 /// A COMMIT-DB is re-sent after `RETRY_TICKS << min(resends, MAX_BACKOFF)` ticks: a database
 /// node that is merely busy answers the first COMMIT-DB, and re-sending everything in flight
 /// every few ticks would bury it in duplicates.
@@ -382,6 +386,9 @@ pub struct ReplicaCore {
     answered: BTreeMap<NodeId, u64>,
     /// Our last fetch from each candidate or peer: when, and the last counter it asked for.
     fetched: BTreeMap<UsigId, (u64, u64)>,
+    /// The tick at which a candidate's proposal last reached us (see
+    /// [`ReplicaCore::probe_primary`]).
+    proposal_heard: u64,
     /// The end of our history we signed an EPOCH-CLOSE for, once the epoch's last PREPARE is
     /// ordered (a new view's cut may end it again later, with its NEW-VIEW slot).
     closed_at: Option<u64>,
@@ -484,6 +491,7 @@ impl ReplicaCore {
             recoveries: 0,
             answered: BTreeMap::new(),
             fetched: BTreeMap::new(),
+            proposal_heard: 0,
             closed_at: None,
             own_close: None,
             closes: BTreeMap::new(),
@@ -651,7 +659,10 @@ impl ReplicaCore {
             .primaries
             .offer(usig, warranted, &ui, (proposal, digest))
         {
-            Ok(d) => d,
+            Ok(d) => {
+                self.proposal_heard = self.ticks;
+                d
+            }
             // Processed already, e.g. carried again by a peer's COMMIT.
             Err(VerifyError::Replay { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(Reject::Warrant(e)),
@@ -2213,6 +2224,7 @@ impl ReplicaCore {
                 actions.push(Action::FetchPrepares { from, counters });
             }
         }
+        actions.extend(self.probe_primary(now));
         let mut short = Vec::new();
         for (&slot, agreement) in self.agreements.iter_mut() {
             if !agreement.accepted && now - agreement.asked >= RETRY_TICKS {
@@ -2261,6 +2273,29 @@ impl ReplicaCore {
         let end = (*gap.end()).min(start.saturating_add(FETCH_BATCH - 1));
         self.fetched.insert(usig, (self.ticks, end));
         Some(start..=end)
+    }
+
+    /// Asks a quiet primary for what follows the last proposal we have, while a peer's gap
+    /// stays open. A PREPARE that starts no agreement here (only JOINs, or only other groups'
+    /// work) is carried by no peer's COMMIT, so a lost one shows only as a gap before the
+    /// primary's next PREPARE. If it held a restarted peer's JOIN, we go on waiting for the
+    /// counters that peer's crash lost, and in an idle cluster no next PREPARE comes. Under
+    /// load the primary is never quiet for [`RETRY_TICKS`] and nothing is asked; a probe asks
+    /// for at most [`PROBE_BATCH`] counters, at most once per [`RETRY_TICKS`]
+    /// (docs/protocol.md, "Replica recovery").
+    fn probe_primary(&mut self, now: u64) -> Option<Action> {
+        if self.changing_to.is_some() || now - self.proposal_heard < RETRY_TICKS {
+            return None;
+        }
+        let peer_gap = self.commit_gaps() > 0;
+        let from = self.primary();
+        let usig = self.cluster.usig_of(from)?;
+        if !peer_gap || self.primaries.missing(usig).is_some() {
+            return None;
+        }
+        let (_, next) = self.primaries.expected(usig)?;
+        let counters = self.fetch(usig, Some(next..=next + PROBE_BATCH - 1))?;
+        Some(Action::FetchPrepares { from, counters })
     }
 
     /// Re-sends decisions to the database nodes that have not answered, with backoff.

@@ -1,15 +1,16 @@
 //! How a replica fetches a candidate's PREPAREs it missed: at most 256 counters at a time, and
 //! asked again only once that answer was delivered or went 4 ticks unanswered. Asking for the
 //! whole gap on every message that arrived while it remained multiplied the answers: a rejoined
-//! replica refused thousands of duplicates and took seconds to follow its view's primary.
+//! replica refused thousands of duplicates and took seconds to follow its view's primary. And
+//! when it may have lost the tail of the primary's sequence: it asks a quiet primary only.
 
 use group::core::{Action, ReplicaCore};
 use group::render::Renderer;
 use proto::testing::{node_key, usig, BytesArePartitions, TestCluster};
-use proto::{NodeId, Prepare, Proposal, View};
+use proto::{Commit, NodeId, Prepare, Proposal, View};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use usig::Usig;
+use usig::{MessageDigest, Usig};
 
 struct Plain;
 
@@ -34,15 +35,10 @@ fn deliver(replica: &mut ReplicaCore, p: &Prepare) -> Vec<RangeInclusive<u64>> {
     fetches(&replica.on_proposal(Proposal::Prepare(p.clone())).unwrap())
 }
 
-#[test]
-fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_is_due() {
-    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-    let me = NodeId(101);
-    let rule = Arc::new(BytesArePartitions);
-    let mut replica =
-        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+/// `n` PREPAREs without entries from the view-0 primary, in counter order.
+fn empty_prepares(cluster: &proto::config::Cluster, n: usize) -> Vec<Prepare> {
     let mut candidate = usig(NodeId(0));
-    let prepares: Vec<Prepare> = (0..600)
+    (0..n)
         .map(|_| {
             let (view, epoch, primary) = (View(0), cluster.epoch(), NodeId(0));
             let bytes = Prepare::warranted_bytes(view, epoch, primary, &[], &[], None);
@@ -56,7 +52,88 @@ fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_i
                 ui: candidate.create_ui(&bytes).unwrap(),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// A PREPARE that starts no agreement (a JOIN's, say) is carried by no peer's COMMIT, so a lost
+/// one at the end of the primary's sequence shows no gap until its next PREPARE. While a peer's
+/// gap stays open (a restarted peer whose JOIN we may have lost), a replica asks for what
+/// follows its last PREPARE, but only from a primary that was quiet for 4 ticks: under load,
+/// with PREPAREs arriving, COMMITs that are merely reordered never make it ask.
+#[test]
+fn a_quiet_primary_is_asked_for_its_tail_while_a_peer_gap_stays_open() {
+    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+    let me = NodeId(101);
+    let rule = Arc::new(BytesArePartitions);
+    let mut replica =
+        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let prepares = empty_prepares(&cluster, 30);
+    let start = prepares[0].ui.counter;
+    assert_eq!(deliver(&mut replica, &prepares[0]), Vec::new());
+    // Peer 102's second warrant arrives, its first not (yet): a gap before it.
+    let mut peer = usig(NodeId(102));
+    let (proposal, prefix) = (MessageDigest([1; 32]), MessageDigest([2; 32]));
+    let bytes = Commit::warranted_bytes(View(0), NodeId(102), 5, &proposal, &prefix);
+    peer.create_ui(&bytes).unwrap();
+    let commit = Commit {
+        view: View(0),
+        replica: NodeId(102),
+        slot: 5,
+        proposal,
+        prefix,
+        prepare: None,
+        ui: peer.create_ui(&bytes).unwrap(),
+    };
+    replica.on_commit(commit).unwrap();
+    assert_eq!(replica.commit_gaps(), 1);
+
+    // Under load: a PREPARE every tick, and never a probe.
+    for p in &prepares[1..20] {
+        assert_eq!(deliver(&mut replica, p), Vec::new());
+        assert_eq!(fetches(&replica.on_tick()), Vec::new());
+    }
+    // The primary goes quiet: on the fourth tick after its last PREPARE it is asked for the
+    // eight counters after that PREPARE, then again only after four more.
+    let tail = start + 20..=start + 27;
+    for _ in 0..2 {
+        assert_eq!(fetches(&replica.on_tick()), Vec::new());
+    }
+    assert_eq!(fetches(&replica.on_tick()), vec![tail.clone()]);
+    for _ in 0..3 {
+        assert_eq!(fetches(&replica.on_tick()), Vec::new());
+    }
+    assert_eq!(fetches(&replica.on_tick()), vec![tail]);
+    // Its answer is heard: quiet again for four ticks before the next probe.
+    assert_eq!(deliver(&mut replica, &prepares[20]), Vec::new());
+    for _ in 0..3 {
+        assert_eq!(fetches(&replica.on_tick()), Vec::new());
+    }
+    assert_eq!(fetches(&replica.on_tick()), vec![start + 21..=start + 28]);
+}
+
+/// Without a gap at any peer, a quiet primary is never asked (an idle cluster stays silent).
+#[test]
+fn a_quiet_primary_is_not_asked_without_a_peer_gap() {
+    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+    let me = NodeId(101);
+    let rule = Arc::new(BytesArePartitions);
+    let mut replica =
+        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let prepares = empty_prepares(&cluster, 1);
+    assert_eq!(deliver(&mut replica, &prepares[0]), Vec::new());
+    for _ in 0..40 {
+        assert_eq!(fetches(&replica.on_tick()), Vec::new());
+    }
+}
+
+#[test]
+fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_is_due() {
+    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+    let me = NodeId(101);
+    let rule = Arc::new(BytesArePartitions);
+    let mut replica =
+        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let prepares = empty_prepares(&cluster, 600);
     let start = prepares[0].ui.counter;
     let first_batch = start..=start + 255;
 
