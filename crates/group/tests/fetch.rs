@@ -35,6 +35,16 @@ fn deliver(replica: &mut ReplicaCore, p: &Prepare) -> Vec<RangeInclusive<u64>> {
     fetches(&replica.on_proposal(Proposal::Prepare(p.clone())).unwrap())
 }
 
+/// Replica 101 of a one-group cluster, in view 0, and its cluster.
+fn replica_101() -> (Arc<proto::config::Cluster>, ReplicaCore) {
+    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+    let me = NodeId(101);
+    let rule = Arc::new(BytesArePartitions);
+    let replica =
+        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    (cluster, replica)
+}
+
 /// `n` PREPAREs without entries from the view-0 primary, in counter order.
 fn empty_prepares(cluster: &proto::config::Cluster, n: usize) -> Vec<Prepare> {
     let mut candidate = usig(NodeId(0));
@@ -62,11 +72,7 @@ fn empty_prepares(cluster: &proto::config::Cluster, n: usize) -> Vec<Prepare> {
 /// with PREPAREs arriving, COMMITs that are merely reordered never make it ask.
 #[test]
 fn a_quiet_primary_is_asked_for_its_tail_while_a_peer_gap_stays_open() {
-    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-    let me = NodeId(101);
-    let rule = Arc::new(BytesArePartitions);
-    let mut replica =
-        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let (cluster, mut replica) = replica_101();
     let prepares = empty_prepares(&cluster, 30);
     let start = prepares[0].ui.counter;
     assert_eq!(deliver(&mut replica, &prepares[0]), Vec::new());
@@ -114,11 +120,7 @@ fn a_quiet_primary_is_asked_for_its_tail_while_a_peer_gap_stays_open() {
 /// Without a gap at any peer, a quiet primary is never asked (an idle cluster stays silent).
 #[test]
 fn a_quiet_primary_is_not_asked_without_a_peer_gap() {
-    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-    let me = NodeId(101);
-    let rule = Arc::new(BytesArePartitions);
-    let mut replica =
-        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let (cluster, mut replica) = replica_101();
     let prepares = empty_prepares(&cluster, 1);
     assert_eq!(deliver(&mut replica, &prepares[0]), Vec::new());
     for _ in 0..40 {
@@ -128,11 +130,7 @@ fn a_quiet_primary_is_not_asked_without_a_peer_gap() {
 
 #[test]
 fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_is_due() {
-    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-    let me = NodeId(101);
-    let rule = Arc::new(BytesArePartitions);
-    let mut replica =
-        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let (cluster, mut replica) = replica_101();
     let prepares = empty_prepares(&cluster, 600);
     let start = prepares[0].ui.counter;
     let first_batch = start..=start + 255;

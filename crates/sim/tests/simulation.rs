@@ -432,6 +432,22 @@ fn eight_view_changes_with_little_load_keep_view_changes_small() {
     small_view_messages(&view_changes_in_a_row(8, (1, 1_200), 49));
 }
 
+/// A seed of `many_seeds` on the lossy network that found a bug: replica 101 crashes at `crash`
+/// and comes back at 1,500 (in a new USIG epoch if `new_epoch`), ten requests per client.
+fn restarted_101(seed: u64, crash: u64, new_epoch: bool) -> Scenario {
+    Scenario {
+        faults: vec![Fault::RestartReplica {
+            replica: NodeId(101),
+            crash,
+            restart: 1_500,
+            new_epoch,
+        }],
+        requests_per_client: 10,
+        max_time: 400_000,
+        ..Scenario::lossy(seed)
+    }
+}
+
 /// Seed 1037 of `many_seeds` (10% loss, 20% duplication; replica 101 crashes at 650 and comes
 /// back with nothing stable to recover from, so it stays out): 103 decided slot 9 with 101's and
 /// 102's COMMITs before its USIG got to its own, and skipped it; 102 had lost 101's COMMIT,
@@ -439,20 +455,11 @@ fn eight_view_changes_with_little_load_keep_view_changes_small() {
 /// never had f+1 COMMIT-DBs for it, and two clients waited forever.
 #[test]
 fn a_commit_for_a_slot_decided_meanwhile_still_goes_out() {
-    let restart = Fault::RestartReplica {
-        replica: NodeId(101),
-        crash: 650,
-        restart: 1_500,
-        new_epoch: false,
-    };
     let scenario = Scenario {
-        faults: vec![restart],
-        requests_per_client: 10,
-        max_time: 400_000,
         loss: 0.1,
         duplicate: 0.2,
         max_delay: 30,
-        ..Scenario::lossy(1037)
+        ..restarted_101(1037, 650, false)
     };
     check(&scenario, &run(scenario.clone()));
 }
@@ -464,18 +471,7 @@ fn a_commit_for_a_slot_decided_meanwhile_still_goes_out() {
 /// quiet primary for what follows its last PREPARE.
 #[test]
 fn a_lost_join_only_prepare_is_fetched_from_a_quiet_primary() {
-    let restart = Fault::RestartReplica {
-        replica: NodeId(101),
-        crash: 600,
-        restart: 1_500,
-        new_epoch: true,
-    };
-    let scenario = Scenario {
-        faults: vec![restart],
-        requests_per_client: 10,
-        max_time: 400_000,
-        ..Scenario::lossy(1246)
-    };
+    let scenario = restarted_101(1246, 600, true);
     check(&scenario, &run(scenario.clone()));
 }
 
