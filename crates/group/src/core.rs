@@ -2284,13 +2284,14 @@ impl ReplicaCore {
     /// for at most [`PROBE_BATCH`] counters, at most once per [`RETRY_TICKS`]
     /// (docs/protocol.md, "Replica recovery").
     fn probe_primary(&mut self, now: u64) -> Option<Action> {
-        if self.changing_to.is_some() || now - self.proposal_heard < RETRY_TICKS {
+        let quiet = now - self.proposal_heard >= RETRY_TICKS;
+        if self.changing_to.is_some() || !quiet || self.commit_gaps() == 0 {
             return None;
         }
-        let peer_gap = self.commit_gaps() > 0;
         let from = self.primary();
         let usig = self.cluster.usig_of(from)?;
-        if !peer_gap || self.primaries.missing(usig).is_some() {
+        // A gap known in the primary's own sequence is fetched by the loop above.
+        if self.primaries.missing(usig).is_some() {
             return None;
         }
         let (_, next) = self.primaries.expected(usig)?;
