@@ -1428,6 +1428,77 @@ mod tests {
         exec.close().await;
     }
 
+    /// On SQLite the progress and results tables are keyed by their rowid: no index beside
+    /// them for a commit to write too. A database an earlier build created with `BIGINT` keys
+    /// (a rowid and an index each) works as before: it executes, refuses a second execution at
+    /// a taken position and answers a repeat from its stored result.
+    #[tokio::test]
+    async fn sqlite_keys_are_rowids_and_older_bigint_keys_still_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = sqlite(&dir, 1).await;
+        let indexes = |exec: &Executor<Bank>| {
+            let pool = exec.inner.pool.clone();
+            async move {
+                let count: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' \
+                     AND tbl_name IN ('cloudbft_progress', 'cloudbft_results')",
+                )
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                count
+            }
+        };
+        assert_eq!(indexes(&exec).await, 0);
+        exec.close().await;
+
+        let old = tempfile::tempdir().unwrap();
+        let url = sqlite_url(&old.path().join("n.sqlite"));
+        let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+        for table in [
+            "CREATE TABLE cloudbft_progress (partition_id BIGINT PRIMARY KEY, \
+             last_seq BIGINT NOT NULL, last_order BIGINT NOT NULL)",
+            "CREATE TABLE cloudbft_results (order_id BIGINT PRIMARY KEY, positions BLOB NOT \
+             NULL, operation_sha256 BLOB NOT NULL, result BLOB NOT NULL)",
+        ] {
+            sqlx::query(table).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+        let exec = Executor::open(&url, Bank, 1).await.unwrap();
+        let open = |order: u64, number: u32| Execution {
+            order,
+            positions: vec![(0, order)],
+            operation: crate::BankOp::Open {
+                branch: 0,
+                number,
+                initial_cents: 5,
+            }
+            .encode(),
+        };
+        let first = exec.execute_batch(&[open(1, 1), open(2, 2)]).await.unwrap();
+        assert!(matches!(first[1], Outcome::Executed(_)), "{first:?}");
+        let again = exec.execute(&open(2, 2)).await.unwrap();
+        let Outcome::Executed(result) = &first[1] else {
+            unreachable!()
+        };
+        assert_eq!(again, Outcome::AlreadyExecuted(result.clone()));
+        assert!(matches!(
+            exec.execute(&Execution {
+                order: 3,
+                ..open(2, 3)
+            })
+            .await,
+            Err(DbError::Conflict { order: 3, .. })
+        ));
+        assert_eq!(exec.progress().await.unwrap().last_seq(0), Some(2));
+        assert_eq!(
+            indexes(&exec).await,
+            2,
+            "the older tables kept their indexes"
+        );
+        exec.close().await;
+    }
+
     fn at(partition: PartitionId, last_seq: u64, last_order: u64) -> PartitionProgress {
         PartitionProgress {
             partition,
