@@ -17,10 +17,10 @@ use crate::view::{
 use proto::batch::RootCache;
 use proto::config::Cluster;
 use proto::{
-    chain, chain_start, Anchor, Base, BatchSignature, Checkpoint, ClientId, Commit, CommitDb,
-    Decided, EpochClose, Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule,
-    Prepare, Proposal, RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, RequestBody,
-    Signature, SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    chain, chain_start, Anchor, Base, Checkpoint, ClientId, Commit, CommitDb, Decided, EpochClose,
+    Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal,
+    RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, RequestBody, Signature,
+    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
 };
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -1538,9 +1538,10 @@ impl ReplicaCore {
     }
 
     /// Several REPLY-COMMIT-DBs with the links they came on, as
-    /// [`ReplicaCore::on_reply_commit_db`] takes one, and the pages they complete signed
-    /// together (drivers gather those of a burst of frames). Those that name another sender
-    /// than their link are refused (see [`ReplicaCore::take_refusals`]).
+    /// [`ReplicaCore::on_reply_commit_db`] takes one, and the REPLYs of the pages they complete
+    /// (drivers gather those of a burst of frames, and send the REPLYs for one endpoint in one
+    /// frame). Those that name another sender than their link are refused (see
+    /// [`ReplicaCore::take_refusals`]).
     pub fn on_reply_commit_dbs(&mut self, replies: Vec<(NodeId, ReplyCommitDb)>) -> Vec<Action> {
         let mut pages = Vec::new();
         for (from, reply) in replies {
@@ -1600,16 +1601,14 @@ impl ReplicaCore {
         pages
     }
 
-    /// REPLYs with these pages, under one signature (docs/protocol.md, "Batch-signed REPLYs"),
-    /// and the next warrant if one waits.
+    /// REPLYs with these pages (unsigned: the driver sends them on this replica's authenticated
+    /// links, docs/protocol.md "REPLYs on authenticated links"), and the next warrant if one
+    /// waits.
     fn answer(&mut self, pages: Vec<(RequestBody, Vec<u8>)>) -> Vec<Action> {
-        let replies = pages
+        let mut actions: Vec<Action> = pages
             .iter()
-            .map(|(request, result)| self.reply(request, result))
-            .collect();
-        let mut actions: Vec<Action> = Reply::sign_all(replies, &self.key)
-            .into_iter()
-            .map(|reply| {
+            .map(|(request, result)| {
+                let reply = self.reply(request, result);
                 self.cache_reply(&reply);
                 Action::SendReply(reply)
             })
@@ -1618,7 +1617,7 @@ impl ReplicaCore {
         actions
     }
 
-    /// The (unsigned) REPLY that carries the page for `request`.
+    /// The REPLY that carries the page for `request`.
     fn reply(&self, request: &RequestBody, result: &[u8]) -> Reply {
         Reply {
             config_epoch: self.cluster.epoch(),
@@ -1628,7 +1627,6 @@ impl ReplicaCore {
             client: request.client,
             timestamp: request.timestamp,
             page: self.renderer.render(request, result),
-            signature: BatchSignature::unsigned(),
         }
     }
 

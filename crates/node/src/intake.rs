@@ -3,7 +3,8 @@
 //! frames handed over together (those its core takes in batches, [`Batches`]): the core checks
 //! the requests' signatures in
 //! one batch (`proto::crypto::verify_batch`: from about 8 signatures on, each costs well under
-//! half a single check), and signs the REPLYs that a burst of results completes together.
+//! half a single check), and sends the REPLYs that a burst of results completes in one frame
+//! per endpoint.
 //!
 //! REPLY-COMMIT-DBs, COMMIT-DBs and DECIDEDs are not signed: they count only with the node
 //! whose authenticated link they came on (`net::Inbound::link`), which goes with each of them to

@@ -1,21 +1,21 @@
-//! A node's identity on authenticated links (`net::link`): its id and key, and the address and
-//! key of every node of the configuration epochs it has known.
+//! A node's identity on authenticated links (`net::link`): its id and key, the address and key
+//! of every node of the configuration epochs it has known, and the address and link identity
+//! of every client endpoint.
 //!
 //! Links to nodes are authenticated, so that COMMIT-DBs and REPLY-COMMIT-DBs need no
-//! signature (docs/protocol.md, "Authenticated links"); connections to clients and to the
+//! signature (docs/protocol.md, "Authenticated links"); so are links to client endpoints, so
+//! that REPLYs need none (docs/protocol.md, "REPLYs on authenticated links"). Connections to the
 //! operator stay plain (everything sent on them is signed). Only configured nodes may open a
 //! link to this node: a client or a stranger opens plain connections, on which a COMMIT-DB or
 //! REPLY-COMMIT-DB counts for nothing.
 
 use proto::config::Cluster;
+use proto::crypto::LINK_HANDSHAKE_DOMAIN;
 use proto::{NodeId, PublicKey, Signature, SigningKey};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{PoisonError, RwLock};
-
-/// Domain of the handshake signatures, apart from every protocol message's.
-const DOMAIN: &[u8] = b"cloudbft/link-handshake/v1";
 
 /// Implements `net::LinkKeys` for a node.
 pub(crate) struct Links {
@@ -26,8 +26,9 @@ pub(crate) struct Links {
 
 #[derive(Default)]
 struct Known {
-    /// Who listens at each node address (the latest epoch's, when an address moved).
-    at: HashMap<SocketAddr, NodeId>,
+    /// Who listens at each node address (the latest epoch's, when an address moved) and at
+    /// each client endpoint's, by link identity.
+    at: HashMap<SocketAddr, u64>,
     /// Every node's key, of every epoch known: a removed group's members finish their closed
     /// epoch's work (database nodes answer their COMMIT-DBs) before they stop.
     keys: HashMap<NodeId, PublicKey>,
@@ -42,31 +43,36 @@ impl fmt::Debug for Links {
 }
 
 impl Links {
-    pub fn new(
-        me: NodeId,
-        key: SigningKey,
-        nodes: &HashMap<SocketAddr, NodeId>,
-        cluster: &Cluster,
-    ) -> Self {
+    pub fn new(me: NodeId, key: SigningKey, at: &LinkAddresses, cluster: &Cluster) -> Self {
         let links = Links {
             me,
             key,
             known: RwLock::default(),
         };
-        links.learn(nodes, cluster);
+        links.learn(at, cluster);
         links
     }
 
-    /// Adds a configuration epoch's nodes (`nodes`: their addresses, already parsed).
-    pub fn learn(&self, nodes: &HashMap<SocketAddr, NodeId>, cluster: &Cluster) {
+    /// Adds a configuration epoch's nodes and client endpoints (`at`: their addresses, already
+    /// parsed).
+    pub fn learn(&self, at: &LinkAddresses, cluster: &Cluster) {
         let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
-        known.at.extend(nodes);
-        for &node in nodes.values() {
+        for (&addr, &node) in &at.nodes {
+            known.at.insert(addr, u64::from(node.0));
             if let Some(key) = cluster.node_key(node) {
                 known.keys.insert(node, *key);
             }
         }
+        known.at.extend(&at.endpoints);
     }
+}
+
+/// Who listens where, as a configuration names them: nodes by id, client endpoints by their
+/// link identity ([`Cluster::endpoints`]).
+#[derive(Default)]
+pub(crate) struct LinkAddresses {
+    pub nodes: HashMap<SocketAddr, NodeId>,
+    pub endpoints: HashMap<SocketAddr, u64>,
 }
 
 impl net::LinkKeys for Links {
@@ -76,11 +82,11 @@ impl net::LinkKeys for Links {
 
     fn identity_at(&self, addr: SocketAddr) -> Option<u64> {
         let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-        known.at.get(&addr).map(|node| u64::from(node.0))
+        known.at.get(&addr).copied()
     }
 
     fn sign(&self, transcript: &[u8]) -> [u8; 64] {
-        self.key.sign(DOMAIN, transcript).0
+        self.key.sign(LINK_HANDSHAKE_DOMAIN, transcript).0
     }
 
     fn verify(&self, identity: u64, transcript: &[u8], signature: &[u8; 64]) -> bool {
@@ -88,9 +94,8 @@ impl net::LinkKeys for Links {
             return false;
         };
         let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-        known
-            .keys
-            .get(&NodeId(node))
-            .is_some_and(|key| key.verify(DOMAIN, transcript, &Signature(*signature)))
+        known.keys.get(&NodeId(node)).is_some_and(|key| {
+            key.verify(LINK_HANDSHAKE_DOMAIN, transcript, &Signature(*signature))
+        })
     }
 }

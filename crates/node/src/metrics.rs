@@ -98,7 +98,7 @@ pub enum Stage {
     /// it (PREPARE's warrant checked, our COMMIT warranted, f+1 COMMITs received and checked).
     Agree,
     /// Replica: from the COMMIT-DB going out to f+1 matching REPLY-COMMIT-DBs (the database
-    /// nodes' vote, execution and signed replies, and the network both ways).
+    /// nodes' vote, execution and replies, and the network both ways).
     Database,
     /// Replica: a page waiting for a page worker, and a worker's time on it.
     PageQueue,

@@ -1,17 +1,17 @@
 //! Addresses from the cluster configuration, parsed once, and the node's transport.
 
-use crate::links::Links;
+use crate::links::{LinkAddresses, Links};
 use crate::NodeError;
 use net::{Inbound, Transport, TransportConfig};
 use proto::config::Cluster;
 use proto::{ClientId, Envelope, Message, NodeId, SigningKey};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Where every node and client of the cluster listens, and the transport to reach them
-/// (authenticated links to and from nodes, plain connections to clients).
+/// (authenticated links to and from nodes, and to client endpoints).
 #[derive(Clone)]
 pub struct Peers {
     transport: Transport,
@@ -52,9 +52,17 @@ fn addresses(cluster: &Cluster) -> Result<Addresses, NodeError> {
     Ok((nodes, clients))
 }
 
-/// Who listens at each node address.
-fn by_address(nodes: &BTreeMap<NodeId, SocketAddr>) -> HashMap<SocketAddr, NodeId> {
-    nodes.iter().map(|(&node, &addr)| (addr, node)).collect()
+/// Who listens at each node and client endpoint address (endpoint addresses parsed as
+/// `addresses` parsed the clients').
+fn by_address(nodes: &BTreeMap<NodeId, SocketAddr>, cluster: &Cluster) -> LinkAddresses {
+    LinkAddresses {
+        nodes: nodes.iter().map(|(&node, &addr)| (addr, node)).collect(),
+        endpoints: cluster
+            .endpoints()
+            .into_iter()
+            .filter_map(|(addr, identity)| Some((addr.parse().ok()?, identity)))
+            .collect(),
+    }
 }
 
 impl Peers {
@@ -67,7 +75,7 @@ impl Peers {
     ) -> Result<(Peers, mpsc::Receiver<Inbound>), NodeError> {
         let (nodes, clients) = addresses(cluster)?;
         let listen = *nodes.get(&me).ok_or(NodeError::UnknownNode(me.0))?;
-        let links = Arc::new(Links::new(me, key, &by_address(&nodes), cluster));
+        let links = Arc::new(Links::new(me, key, &by_address(&nodes, cluster), cluster));
         let (transport, inbound) =
             Transport::bind_with_links(listen, TransportConfig::default(), links.clone())
                 .await
@@ -165,7 +173,7 @@ impl Peers {
     /// closed epoch's work (database nodes answer their COMMIT-DBs) before they stop.
     pub fn update(&mut self, cluster: &Cluster) -> Result<(), NodeError> {
         let (nodes, clients) = addresses(cluster)?;
-        self.links.learn(&by_address(&nodes), cluster);
+        self.links.learn(&by_address(&nodes, cluster), cluster);
         self.nodes.extend(nodes);
         self.clients = clients;
         Ok(())

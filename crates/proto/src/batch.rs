@@ -1,12 +1,12 @@
 //! One Ed25519 signature for many messages: the signer signs the root of a Merkle tree over
 //! the messages' digests, and each message carries its path to that root.
 //!
-//! A replica answers every request with a signed REPLY, and the REPLYs of one database chain
-//! become ready together. Signing each was one Ed25519 signature per request per replica, and
-//! checking each one of f+1 checks per request at the client. With a batch signature the
-//! replica signs once per batch; a client checks a reply by hashing its way up to the root and
-//! checking the root's signature, which a process that serves many client identities (the
-//! gateway, the load driver) does once per batch and replica ([`RootCache`]).
+//! A client endpoint (a gateway, a load driver) signs the REQUESTs of its many identities that
+//! are ready together, and the primary and each replica of the group check every one of them.
+//! Signing each was one Ed25519 signature per request and four checks with f = 1. With a batch
+//! signature the endpoint signs once per batch; a verifier checks a request by hashing its way
+//! up to the root and checking the root's signature, once per batch ([`RootCache`]). (REPLYs
+//! were batch-signed too until protocol version 14, which moved them to authenticated links.)
 //!
 //! **Why it is as strong as one signature per message.** Leaves and inner nodes are hashed
 //! with different prefixes (0 and 1), so a leaf can never pass for an inner node or the other

@@ -177,6 +177,10 @@ fn default_application() -> String {
     "bank".into()
 }
 
+/// Where client endpoints' identities on authenticated links start: node ids are 32-bit, so no
+/// endpoint can be taken for a node ([`Cluster::endpoints`]).
+pub const ENDPOINT_LINK_IDS: u64 = 1 << 32;
+
 /// A configuration mistake.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -405,6 +409,29 @@ impl Cluster {
             .chain(dbs)
             .find(|(id, _)| *id == node.0)
             .map(|(_, addr)| addr.as_str())
+    }
+
+    /// Every client endpoint (the one process at a `[[client]]` address, holding every identity
+    /// configured there) with its identity on authenticated links: [`ENDPOINT_LINK_IDS`] plus
+    /// the address's place among the configuration's client addresses, in order of first
+    /// appearance. Successive epochs keep their clients (`reconfig::check_successor`), so an
+    /// endpoint has one identity in all of them.
+    pub fn endpoints(&self) -> Vec<(&str, u64)> {
+        let mut out: Vec<(&str, u64)> = Vec::new();
+        for client in &self.config.clients {
+            if !out.iter().any(|(addr, _)| *addr == client.addr) {
+                out.push((&client.addr, ENDPOINT_LINK_IDS + out.len() as u64));
+            }
+        }
+        out
+    }
+
+    /// The link identity of the client endpoint at `addr` (as configured), if there is one.
+    pub fn endpoint_identity(&self, addr: &str) -> Option<u64> {
+        self.endpoints()
+            .into_iter()
+            .find(|(at, _)| *at == addr)
+            .map(|(_, identity)| identity)
     }
 
     /// Where a client receives its REPLYs.

@@ -11,6 +11,12 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The domain of a node's signature over an authenticated link's handshake transcript
+/// (`net::link`), apart from every protocol message's, so that neither can pass for the other.
+/// Nodes sign with it and check it (node drivers), and so do client endpoints, which REPLYs
+/// reach on links their replicas open.
+pub const LINK_HANDSHAKE_DOMAIN: &[u8] = b"cloudbft/link-handshake/v1";
+
 /// An Ed25519 signature.
 #[derive(Copy, Clone, PartialEq, Eq, Hash)]
 pub struct Signature(pub [u8; 64]);

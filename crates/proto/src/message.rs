@@ -23,8 +23,8 @@ use usig::{MessageDigest, UniqueWarrant};
 /// 11: a batch signature's path is one byte string. 12: REQUESTS and REPLIES, the requests a
 /// client endpoint signed together and the replies a replica has ready for one endpoint, each
 /// in one frame. 13: a COMMIT-DB's executions carry their requests without the client's
-/// signature.
-pub const PROTOCOL_VERSION: u16 = 13;
+/// signature. 14: REPLYs unsigned, on the authenticated link of their replica.
+pub const PROTOCOL_VERSION: u16 = 14;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,7 +417,9 @@ pub struct Decided {
     pub counter: u64,
 }
 
-/// A group member's page for a client's request.
+/// A group member's page for a client's request. Not signed: it travels on the authenticated
+/// link its replica opens to the client's endpoint, and counts only if it names the node at the
+/// other end of that link (docs/protocol.md, "REPLYs on authenticated links").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     /// The configuration epoch it was ordered in: a gateway that does not know it yet asks for
@@ -431,8 +433,6 @@ pub struct Reply {
     /// The rendered HTML page.
     #[serde(with = "wire::bytes")]
     pub page: Vec<u8>,
-    /// The replica signs the REPLYs it makes together once ([`Reply::sign_all`]).
-    pub signature: BatchSignature,
 }
 
 /// A replica asks the primary to send again the PREPAREs with these counters (it saw a gap).
@@ -490,52 +490,6 @@ macro_rules! node_signed {
             }
         }
     };
-}
-
-impl Reply {
-    const DOMAIN: &'static [u8] = b"cloudbft/reply/v3";
-
-    fn signed_bytes(&self) -> Vec<u8> {
-        canonical(&(
-            self.config_epoch,
-            self.view,
-            self.group,
-            self.replica,
-            self.client,
-            self.timestamp,
-            wire::bytes::Bytes(&self.page),
-        ))
-    }
-
-    /// Signs this reply alone (a batch of one).
-    pub fn sign(self, key: &SigningKey) -> Self {
-        let mut signed = Self::sign_all(vec![self], key);
-        signed.pop().expect("one reply in, one out")
-    }
-
-    /// Signs `replies` with one signature (per [`batch::MAX_BATCH`]): each carries its path to
-    /// the signed root.
-    pub fn sign_all(mut replies: Vec<Reply>, key: &SigningKey) -> Vec<Reply> {
-        let bytes: Vec<Vec<u8>> = replies.iter().map(Reply::signed_bytes).collect();
-        for (reply, signature) in replies
-            .iter_mut()
-            .zip(batch::sign_all(key, Self::DOMAIN, &bytes))
-        {
-            reply.signature = signature;
-        }
-        replies
-    }
-
-    /// True when the holder of `key` signed exactly this reply (in a batch).
-    pub fn verify(&self, key: &PublicKey) -> bool {
-        self.signature
-            .verify(key, Self::DOMAIN, &self.signed_bytes())
-    }
-
-    /// Like [`Reply::verify`], but checks each batch root's signature once per `cache`.
-    pub fn verify_cached(&self, key: &PublicKey, cache: &mut RootCache) -> bool {
-        cache.verify(key, Self::DOMAIN, &self.signed_bytes(), &self.signature)
-    }
 }
 
 node_signed!(FetchPrepares, b"cloudbft/fetch-prepares/v1", |m| (
@@ -840,23 +794,6 @@ mod tests {
         assert!(!FetchCommits {
             slots: vec![8],
             ..fetch
-        }
-        .verify(&pk));
-        let reply = Reply {
-            config_epoch: ConfigEpoch(1),
-            view: View(0),
-            group: GroupId(0),
-            replica: NodeId(10),
-            client: ClientId(3),
-            timestamp: 1,
-            page: b"<p>ok</p>".to_vec(),
-            signature: BatchSignature::unsigned(),
-        }
-        .sign(&key);
-        assert!(reply.verify(&pk));
-        assert!(!Reply {
-            page: b"<p>no</p>".to_vec(),
-            ..reply.clone()
         }
         .verify(&pk));
     }

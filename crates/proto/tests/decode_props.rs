@@ -382,20 +382,16 @@ fn reply() -> impl Strategy<Value = Reply> {
         any::<u64>(),
         any::<u64>(),
         bytes(64),
-        batch_signature(),
     )
-        .prop_map(
-            |(view, group, replica, client, timestamp, page, signature)| Reply {
-                config_epoch: ConfigEpoch(view),
-                view: View(view),
-                group: GroupId(group),
-                replica: NodeId(replica),
-                client: ClientId(client),
-                timestamp,
-                page,
-                signature,
-            },
-        )
+        .prop_map(|(view, group, replica, client, timestamp, page)| Reply {
+            config_epoch: ConfigEpoch(view),
+            view: View(view),
+            group: GroupId(group),
+            replica: NodeId(replica),
+            client: ClientId(client),
+            timestamp,
+            page,
+        })
 }
 
 fn message() -> impl Strategy<Value = Message> {

@@ -8,9 +8,10 @@
 //! What is real: every message between nodes is encoded and decoded with [`Envelope`] as the
 //! node drivers do (a message to several nodes is encoded once, as `Peers::to_nodes` does);
 //! PREPAREs and COMMITs carry soft-USIG warrants made and checked by the cores; client requests
-//! and REPLYs are Ed25519-signed and checked; COMMIT-DBs and REPLY-COMMIT-DBs go on
+//! are Ed25519-signed and checked; COMMIT-DBs, REPLY-COMMIT-DBs, DECIDEDs and REPLYs go on
 //! authenticated links, each frame tagged with HMAC-SHA256 by its sender and checked by its
-//! receiver as the transport does (the handshake, once per connection, is left out); the
+//! receiver as the transport does (the handshake, once per connection, is left out), and a
+//! REPLY counts only if it names the replica whose link it came on; the
 //! clients share one endpoint, as a load driver's do: the requests it has ready after taking a
 //! burst of REPLYs go to the primary and to the group's replicas in one REQUESTS frame each, and
 //! each replica sends the REPLYs of one turn to it in one REPLIES frame, as the client library
@@ -29,7 +30,6 @@ use crate::run::{replica_core, rule, SimRule};
 use dbvote::voter::{VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore};
 use primary::core::{Action as PrimaryAction, PrimaryCore};
-use proto::config::Cluster;
 use proto::testing::{client_key, endpoint_key, node_key, usig, TestCluster};
 use proto::{ClientId, Envelope, GroupId, Message, NodeId, PartitionRule, Proposal, Request, View};
 use ring::hmac;
@@ -57,9 +57,6 @@ pub struct Options {
     /// each round of requests (one per client) is signed in batches of this many, about what
     /// the REPLYs of one PREPARE release at once; 1: every client signs alone with its own key.
     pub sign_batch: usize,
-    /// Clients check the replicas' signatures on REPLYs (the gateway's work, not the ordering
-    /// path's: off in the benchmark, on in the tests).
-    pub verify_replies: bool,
 }
 
 impl Options {
@@ -73,7 +70,6 @@ impl Options {
             max_batch: 64,
             pipeline: primary::pacing::DEFAULT_DEPTH,
             sign_batch: 64,
-            verify_replies: false,
         }
     }
 }
@@ -88,7 +84,8 @@ pub struct Report {
     pub ordered: u64,
     /// REPLYs that reached clients (after the run drained: every replica's).
     pub replies: u64,
-    /// REPLYs whose page differed from the one f+1 replicas agreed on, or with a bad signature.
+    /// REPLYs whose page differed from the one f+1 replicas agreed on, or that did not come on
+    /// the link of the replica they name.
     pub bad_replies: u64,
     /// Frames a node refused or could not decode, and core refusals.
     pub rejected: u64,
@@ -143,7 +140,6 @@ struct Db {
 /// The primary, one group, its database nodes and the clients, ready to run.
 pub struct Harness {
     options: Options,
-    cluster: Arc<Cluster>,
     primary: PrimaryCore,
     primary_usig: SoftUsig,
     replicas: Vec<Replica>,
@@ -267,7 +263,6 @@ impl Harness {
             inboxes: BTreeMap::new(),
             link_key: hmac::Key::new(hmac::HMAC_SHA256, b"cloudbft/inproc/link"),
             report: Report::default(),
-            cluster,
             options,
         }
     }
@@ -365,7 +360,7 @@ impl Harness {
     /// check is refused, and COMMIT-DBs and REPLY-COMMIT-DBs count only from a link.
     fn deliver(&mut self, to: Addr, burst: &[Frame]) {
         let (mut requests, mut replies, mut others) = (Vec::new(), Vec::new(), Vec::new());
-        let mut commit_dbs = Vec::new();
+        let (mut commit_dbs, mut endpoint_replies) = (Vec::new(), Vec::new());
         for frame in burst {
             let link = match &frame.link {
                 Some((from, tag)) => {
@@ -381,6 +376,12 @@ impl Harness {
                 (Ok(Message::Request(r)), _) => requests.push(r),
                 (Ok(Message::Requests(rs)), _) => requests.extend(rs),
                 (Ok(Message::ReplyCommitDb(r)), Some(from)) => replies.push((from, r)),
+                (Ok(Message::Reply(r)), from) if to == Addr::Endpoint => {
+                    endpoint_replies.push((from, r))
+                }
+                (Ok(Message::Replies(rs)), from) if to == Addr::Endpoint => {
+                    endpoint_replies.extend(rs.into_iter().map(|r| (from, r)))
+                }
                 (Ok(Message::CommitDb(c)), Some(from)) => commit_dbs.push((from, c)),
                 (Ok(Message::Decided(d)), Some(from)) if to == Addr::Primary => {
                     match self.primary.on_decided(from, d) {
@@ -425,6 +426,9 @@ impl Harness {
         for message in others {
             self.deliver_one(to, message);
         }
+        for (from, reply) in endpoint_replies {
+            self.client_reply(from, reply);
+        }
         if to == Addr::Endpoint {
             self.send_ready();
         }
@@ -465,12 +469,6 @@ impl Harness {
                 match result {
                     Ok(actions) => self.replica_actions(i, actions),
                     Err(_) => self.report.rejected += 1,
-                }
-            }
-            (Addr::Endpoint, Message::Reply(reply)) => self.client_reply(reply),
-            (Addr::Endpoint, Message::Replies(replies)) => {
-                for reply in replies {
-                    self.client_reply(reply);
                 }
             }
             _ => self.report.unexpected += 1,
@@ -549,7 +547,8 @@ impl Harness {
             }
         }
         if !replies.is_empty() {
-            self.send([Addr::Endpoint], &Message::Replies(replies));
+            let me = self.replica_ids[i];
+            self.send_linked(me, [Addr::Endpoint], &Message::Replies(replies));
         }
     }
 
@@ -582,8 +581,9 @@ impl Harness {
         }
     }
 
-    /// A REPLY at its client: f+1 distinct replicas with the same page complete the request.
-    fn client_reply(&mut self, reply: proto::Reply) {
+    /// A REPLY at its client, on the link of `from`: f+1 distinct replicas with the same page
+    /// complete the request.
+    fn client_reply(&mut self, from: Option<NodeId>, reply: proto::Reply) {
         self.report.replies += 1;
         // Clients 1..=n are at 0..n.
         let at = usize::try_from(reply.client.0)
@@ -593,15 +593,9 @@ impl Harness {
             self.report.bad_replies += 1;
             return;
         };
-        if self.options.verify_replies {
-            let signed = self
-                .cluster
-                .node_key(reply.replica)
-                .is_some_and(|k| reply.verify(k));
-            if !signed || !self.replica_ids.contains(&reply.replica) {
-                self.report.bad_replies += 1;
-                return;
-            }
+        if from != Some(reply.replica) || !self.replica_ids.contains(&reply.replica) {
+            self.report.bad_replies += 1;
+            return;
         }
         let f = self.options.f;
         let client = &mut self.clients[i];

@@ -26,7 +26,8 @@ use usig::{MessageDigest, UniqueWarrant, Usig};
 /// Byzantine behaviour to inject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// This replica sends every client a different page.
+    /// This replica sends every client a different page, in its own name and, on its own link,
+    /// in the name of each of its group's other members (as if f+1 of them had sent it).
     WrongPage(NodeId),
     /// This replica sends the database nodes a different operation.
     WrongCommitDb(NodeId),
@@ -260,6 +261,8 @@ enum Msg {
     ReplyCommitDb(NodeId, ReplyCommitDb),
     /// A DECIDED on the authenticated link of the replica that sent it.
     Decided(NodeId, Decided),
+    /// A REPLY on the authenticated link of the replica that sent it.
+    Reply(NodeId, Reply),
 }
 
 struct Client {
@@ -841,7 +844,7 @@ impl World {
                 let out = self.operator.on_message(self.now, m);
                 self.operator_sends(out);
             }
-            (Addr::Client(c), Msg::Proto(Message::Reply(r))) => self.client_reply(c, r),
+            (Addr::Client(c), Msg::Reply(from, r)) => self.client_reply(c, from, r),
             (Addr::Client(c), Msg::Proto(Message::Configure(configure))) => {
                 self.client_configure(c, &configure)
             }
@@ -1602,12 +1605,16 @@ impl World {
                 ReplicaAction::SendReply(mut reply) => {
                     if self.faulty(Fault::WrongPage(id)) {
                         reply.page = b"<p>you have been hacked</p>".to_vec();
-                        reply = reply.sign(&node_key(id));
+                        for peer in &mates {
+                            let impersonated = Reply {
+                                replica: *peer,
+                                ..reply.clone()
+                            };
+                            let to = Addr::Client(reply.client);
+                            self.send(to, Msg::Reply(id, impersonated));
+                        }
                     }
-                    self.send(
-                        Addr::Client(reply.client),
-                        Msg::Proto(Message::Reply(reply)),
-                    );
+                    self.send(Addr::Client(reply.client), Msg::Reply(id, reply));
                 }
             }
         }
@@ -1670,7 +1677,8 @@ impl World {
 
     /// A REPLY at a client: checked against the configuration of the epoch it names (a later
     /// epoch the client does not know yet makes it ask a node for its configuration).
-    fn client_reply(&mut self, client: ClientId, reply: Reply) {
+    /// A REPLY on the link of node `from`: it counts only if it names that node.
+    fn client_reply(&mut self, client: ClientId, from: NodeId, reply: Reply) {
         let Some(i) = self.clients.iter().position(|c| c.id == client) else {
             return;
         };
@@ -1694,10 +1702,8 @@ impl World {
         let member = cluster
             .members(reply.group)
             .any(|r| r.id == reply.replica.0);
-        let signed = cluster
-            .node_key(reply.replica)
-            .is_some_and(|k| reply.verify(k));
-        if !member || !signed || reply.client != client || reply.timestamp != request.timestamp {
+        let linked = from == reply.replica;
+        if !member || !linked || reply.client != client || reply.timestamp != request.timestamp {
             self.rejected += 1;
             return;
         }

@@ -30,7 +30,6 @@ fn check(options: Options) {
 fn batched_requests_all_get_f_plus_one_matching_replies() {
     check(Options {
         requests_per_client: 3,
-        verify_replies: true,
         ..Options::standard(3)
     });
 }
@@ -43,7 +42,6 @@ fn unbatched_requests_all_get_f_plus_one_matching_replies() {
         max_batch: 1,
         // Each client signs alone, with its own key.
         sign_batch: 1,
-        verify_replies: true,
         ..Options::standard(10)
     });
 }
@@ -54,7 +52,6 @@ fn two_faults_tolerated_group() {
         f: 2,
         clients: 64,
         requests_per_client: 5,
-        verify_replies: true,
         ..Options::standard(5)
     });
 }

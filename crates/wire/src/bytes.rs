@@ -12,7 +12,7 @@ use serde::{Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// Borrowed bytes written as one byte string: for the tuples of fields that are encoded to be
-/// signed (a REQUEST's operation, a REPLY's page), which serde would write byte by byte.
+/// signed (a REQUEST's operation), which serde would write byte by byte.
 pub struct Bytes<'a>(pub &'a [u8]);
 
 impl Serialize for Bytes<'_> {

@@ -81,6 +81,16 @@ impl Configs {
         })
     }
 
+    /// A node's key in the newest epoch that has the node, if one does: REPLYs of a closed
+    /// epoch's members still count, against that epoch's configuration.
+    pub(crate) fn node_key(&self, node: proto::NodeId) -> Option<proto::PublicKey> {
+        self.read(|k| {
+            std::iter::once(&k.current)
+                .chain(k.earlier.values().rev())
+                .find_map(|cluster| cluster.node_key(node).copied())
+        })
+    }
+
     /// Where a request declaring `partitions` goes now: every primary candidate and the
     /// replicas of the group that serves its first partition, which orders and executes it.
     /// Other groups' replicas would only check its signature for nothing (with G groups that

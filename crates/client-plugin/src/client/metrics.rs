@@ -27,8 +27,10 @@ pub enum RejectReason {
     WrongTimestamp,
     /// The replica named is not a member of the group named.
     NotMember,
-    /// The signature is not the named replica's over these fields.
-    BadSignature,
+    /// A REPLY that did not come on the authenticated link of the replica it names: on a plain
+    /// connection, or on another node's link (docs/protocol.md, "REPLYs on authenticated
+    /// links").
+    Unauthenticated,
     /// More replies queued for one request than any correct group sends: a flood, dropped.
     Overflow,
     /// A REPLY of a configuration epoch the endpoint does not know yet (it asks the nodes for
@@ -46,7 +48,7 @@ impl RejectReason {
         RejectReason::UnknownClient,
         RejectReason::WrongTimestamp,
         RejectReason::NotMember,
-        RejectReason::BadSignature,
+        RejectReason::Unauthenticated,
         RejectReason::Overflow,
         RejectReason::UnknownEpoch,
         RejectReason::BadConfigure,
@@ -60,7 +62,7 @@ impl RejectReason {
             RejectReason::UnknownClient => "unknown_client",
             RejectReason::WrongTimestamp => "wrong_timestamp",
             RejectReason::NotMember => "not_member",
-            RejectReason::BadSignature => "bad_signature",
+            RejectReason::Unauthenticated => "unauthenticated",
             RejectReason::Overflow => "overflow",
             RejectReason::UnknownEpoch => "unknown_epoch",
             RejectReason::BadConfigure => "bad_configure",
@@ -86,8 +88,8 @@ pub struct Rejected {
     pub wrong_timestamp: u64,
     /// [`RejectReason::NotMember`].
     pub not_member: u64,
-    /// [`RejectReason::BadSignature`].
-    pub bad_signature: u64,
+    /// [`RejectReason::Unauthenticated`].
+    pub unauthenticated: u64,
     /// [`RejectReason::Overflow`].
     pub overflow: u64,
     /// [`RejectReason::UnknownEpoch`].
@@ -104,7 +106,7 @@ impl Rejected {
             + self.unknown_client
             + self.wrong_timestamp
             + self.not_member
-            + self.bad_signature
+            + self.unauthenticated
             + self.overflow
             + self.unknown_epoch
             + self.bad_configure
@@ -338,7 +340,7 @@ impl Recorder {
                 unknown_client: rejected(RejectReason::UnknownClient),
                 wrong_timestamp: rejected(RejectReason::WrongTimestamp),
                 not_member: rejected(RejectReason::NotMember),
-                bad_signature: rejected(RejectReason::BadSignature),
+                unauthenticated: rejected(RejectReason::Unauthenticated),
                 overflow: rejected(RejectReason::Overflow),
                 unknown_epoch: rejected(RejectReason::UnknownEpoch),
                 bad_configure: rejected(RejectReason::BadConfigure),

@@ -7,6 +7,7 @@
 //! client's last reply and order its requests by timestamp).
 
 mod configs;
+mod links;
 mod metrics;
 mod signer;
 mod slots;
@@ -26,7 +27,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tally::{Counted, Tally};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -82,7 +83,7 @@ impl ClientOptions {
 /// A page the cluster vouched for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
-    /// The page, exactly as f+1 members of `group` rendered and signed it.
+    /// The page, exactly as f+1 members of `group` rendered and sent it.
     pub page: Vec<u8>,
     /// The group whose members vouched for it, and the configuration epoch they served it in.
     pub group: GroupId,
@@ -214,14 +215,25 @@ impl ClientEndpoint {
             .first()
             .map(Identity::signer)
             .expect("an endpoint has at least one identity");
+        let me = cluster
+            .endpoint_identity(endpoint)
+            .expect("a configured client address is an endpoint");
+        let configs = Arc::new(configs::Configs::new(cluster, destinations, asker.clone()));
+        let stranger = Arc::new(Notify::new());
+        let links = Arc::new(links::EndpointLinks {
+            me,
+            key: asker.1,
+            configs: Arc::clone(&configs),
+            stranger: Arc::clone(&stranger),
+        });
         let listen = resolve("client.addr".into(), endpoint).await?;
-        let (transport, inbound) = Transport::bind(listen, options.transport.clone())
-            .await
-            .map_err(|source| ClientError::Bind {
-                endpoint: endpoint.into(),
-                source,
-            })?;
-        let configs = Arc::new(configs::Configs::new(cluster, destinations, asker));
+        let (transport, inbound) =
+            Transport::bind_with_links(listen, options.transport.clone(), links)
+                .await
+                .map_err(|source| ClientError::Bind {
+                    endpoint: endpoint.into(),
+                    source,
+                })?;
         let recorder = Arc::new(metrics::Recorder::new(options.metrics.clone()));
         let shared = Arc::new(Shared {
             slots: Arc::new(Slots::new(clients.iter().copied())),
@@ -234,7 +246,7 @@ impl ClientEndpoint {
                 recorder,
             }),
         });
-        let reader = tokio::spawn(read_loop(inbound, Arc::clone(&shared)));
+        let reader = tokio::spawn(read_loop(inbound, stranger, Arc::clone(&shared)));
         tracing::info!(
             endpoint,
             local_addr = %transport.local_addr(),
@@ -315,7 +327,7 @@ impl ClientEndpoint {
                         recorder.rejected(RejectReason::UnknownEpoch);
                         continue;
                     };
-                    match tally.add(reply, &cluster, &shared.slots.roots) {
+                    match tally.add(reply, &cluster) {
                         Ok(Counted::Accepted { epoch, group, page, disagreeing }) => {
                             if disagreeing > 0 {
                                 recorder.disagreeing(disagreeing);
@@ -417,16 +429,31 @@ impl ClientEndpoint {
     }
 }
 
-/// Routes every inbound frame until the transport stops. Verification of votes happens in the
-/// requests' own tasks, so this one task only decodes and routes; it also takes the operator's
-/// new configurations, and asks the nodes for one when a REPLY names an epoch it does not know.
-async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
-    while let Some(Inbound { from, frame, .. }) = inbound.recv().await {
+/// Routes every inbound frame until the transport stops. Counting votes happens in the
+/// requests' own tasks, so this one task only decodes, authenticates and routes; it also takes
+/// the operator's new configurations, and asks the nodes for one when a REPLY names an epoch it
+/// does not know or a node it does not know tried to open a link (`stranger`).
+async fn read_loop(
+    mut inbound: mpsc::Receiver<Inbound>,
+    stranger: Arc<Notify>,
+    shared: Arc<Shared>,
+) {
+    loop {
+        let Inbound { from, frame, link } = tokio::select! {
+            inbound = inbound.recv() => match inbound {
+                Some(inbound) => inbound,
+                None => return,
+            },
+            () = stranger.notified() => {
+                ask_for_configuration(&shared);
+                continue;
+            }
+        };
         match Envelope::decode(&frame) {
-            Ok(Message::Reply(reply)) => route(&shared, reply),
+            Ok(Message::Reply(reply)) => route(&shared, reply, link),
             Ok(Message::Replies(replies)) => {
                 for reply in replies {
-                    route(&shared, reply);
+                    route(&shared, reply, link);
                 }
             }
             Ok(Message::Configure(configure)) => match shared.configs.adopt(&configure) {
@@ -448,20 +475,30 @@ async fn read_loop(mut inbound: mpsc::Receiver<Inbound>, shared: Arc<Shared>) {
     }
 }
 
-/// Hands a REPLY to the request waiting for it; asks the nodes for the configuration of an
-/// epoch it names that the endpoint does not know yet.
-fn route(shared: &Shared, reply: proto::Reply) {
+/// Hands a REPLY that came on the authenticated link of the replica it names (`link`: the
+/// node that opened the connection) to the request waiting for it; refuses any other. Asks the
+/// nodes for the configuration of an epoch it names that the endpoint does not know yet.
+fn route(shared: &Shared, reply: proto::Reply, link: Option<u64>) {
+    if link != Some(u64::from(reply.replica.0)) {
+        shared.recorder.rejected(RejectReason::Unauthenticated);
+        return;
+    }
     if reply.config_epoch > shared.configs.current().epoch() {
-        if let Some((request, to)) = shared.configs.ask() {
-            for addr in to {
-                shared.transport.send(addr, request.clone());
-            }
-        }
+        ask_for_configuration(shared);
     }
     let cluster = shared.configs.of_epoch(reply.config_epoch);
     match cluster {
         Some(cluster) => shared.slots.route(reply, &cluster, &shared.recorder),
         None => shared.slots.route_unverified(reply, &shared.recorder),
+    }
+}
+
+/// Asks the nodes for the newest configuration (at most once a second, `Configs::ask`).
+fn ask_for_configuration(shared: &Shared) {
+    if let Some((request, to)) = shared.configs.ask() {
+        for addr in to {
+            shared.transport.send(addr, request.clone());
+        }
     }
 }
 

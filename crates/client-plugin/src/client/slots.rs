@@ -5,7 +5,7 @@
 //! each client, and order a client's requests by timestamp.
 
 use super::metrics::{Recorder, RejectReason};
-use super::tally::{Counted, Roots, Tally};
+use super::tally::{Counted, Tally};
 use proto::config::Cluster;
 use proto::{ClientId, Reply, SigningKey};
 use std::collections::HashMap;
@@ -118,8 +118,6 @@ const REPLY_BACKLOG: usize = 256;
 /// Every identity's slot.
 pub(crate) struct Slots {
     slots: Mutex<HashMap<ClientId, Slot>>,
-    /// The batch roots whose signatures this endpoint checked, for all its identities.
-    pub(crate) roots: Roots,
 }
 
 impl Slots {
@@ -138,7 +136,6 @@ impl Slots {
             .collect();
         Slots {
             slots: Mutex::new(slots),
-            roots: Roots::default(),
         }
     }
 
@@ -217,7 +214,7 @@ impl Slots {
                 // The request just went away; its lease will mark the slot idle.
                 Err(mpsc::error::TrySendError::Closed(_)) => recorder.late(),
             },
-            State::Done(tally) => record(tally.add(reply, cluster, &self.roots), recorder),
+            State::Done(tally) => record(tally.add(reply, cluster), recorder),
             State::Idle => recorder.late(),
         }
     }

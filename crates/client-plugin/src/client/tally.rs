@@ -1,33 +1,18 @@
 //! The vote on one request's REPLYs: the single place that decides whether a page is accepted.
 //!
 //! A page is accepted once f+1 distinct members of one group sent it, byte for byte, each reply
-//! signed by its replica. Among any f+1 members of a group at least one is correct, so the
+//! on its replica's authenticated link (the endpoint's reader refuses any other before it gets
+//! here). Among any f+1 members of a group at least one is correct, so the
 //! accepted page is one a correct replica rendered. Votes of different groups never add up (two
 //! groups' f+1 can be one faulty replica in each), nor votes of one group in two configuration
 //! epochs (a group whose member was replaced keeps its id, and each epoch's members may hold f
 //! faulty ones: the replaced member and its replacement are not f+1 of any group); a replica
 //! counts once, with the first page it sent.
-//!
-//! A replica signs the REPLYs it makes together with one batch signature; [`Roots`] remembers
-//! the batch roots already checked, so the other replies of a batch cost hashes only.
 
 use super::metrics::RejectReason;
-use proto::batch::RootCache;
 use proto::config::Cluster;
 use proto::{ClientId, ConfigEpoch, GroupId, NodeId, Reply};
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
-
-/// The batch roots an endpoint has checked (shared by its identities and requests).
-#[derive(Debug, Default)]
-pub(crate) struct Roots(Mutex<RootCache>);
-
-impl Roots {
-    fn verify(&self, reply: &Reply, key: &proto::PublicKey) -> bool {
-        let mut cache = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        reply.verify_cached(key, &mut cache)
-    }
-}
 
 /// What a replica vouched for, as a member of `group` in configuration epoch `epoch`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,17 +68,11 @@ impl Tally {
         }
     }
 
-    /// Counts `reply`, with `cluster` the configuration of the reply's epoch. Checks, in this
-    /// order: that it answers this request; whether it repeats something already known (no
-    /// signature check needed: it cannot change the outcome); that its replica belongs to its
-    /// group in that epoch and signed it (`roots`: the batch roots checked before). Only then
-    /// does it vote.
-    pub(crate) fn add(
-        &mut self,
-        reply: Reply,
-        cluster: &Cluster,
-        roots: &Roots,
-    ) -> Result<Counted, RejectReason> {
+    /// Counts `reply`, which came on the authenticated link of the replica it names, with
+    /// `cluster` the configuration of the reply's epoch. Checks, in this order: that it answers
+    /// this request; whether it repeats something already known (it cannot change the
+    /// outcome); that its replica belongs to its group in that epoch. Only then does it vote.
+    pub(crate) fn add(&mut self, reply: Reply, cluster: &Cluster) -> Result<Counted, RejectReason> {
         if reply.client != self.client {
             return Err(RejectReason::UnknownClient);
         }
@@ -114,12 +93,6 @@ impl Tally {
             .any(|member| member.id == reply.replica.0)
         {
             return Err(RejectReason::NotMember);
-        }
-        let authentic = cluster
-            .node_key(reply.replica)
-            .is_some_and(|key| roots.verify(&reply, key));
-        if !authentic {
-            return Err(RejectReason::BadSignature);
         }
         if self.votes.contains_key(&reply.replica) || self.accepted.is_some() {
             // Either a second, different page from one replica or, after acceptance, a page
@@ -157,7 +130,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::testing::{node_key, TestCluster};
+    use proto::testing::TestCluster;
     use proto::View;
 
     const CLIENT: ClientId = ClientId(1);
@@ -169,10 +142,6 @@ mod tests {
     }
 
     fn reply(replica: u32, group: u32, page: &str) -> Reply {
-        signed_by(replica, replica, group, page)
-    }
-
-    fn signed_by(signer: u32, replica: u32, group: u32, page: &str) -> Reply {
         Reply {
             config_epoch: proto::ConfigEpoch(1),
             view: View(0),
@@ -181,9 +150,7 @@ mod tests {
             client: CLIENT,
             timestamp: TS,
             page: page.as_bytes().to_vec(),
-            signature: proto::BatchSignature::unsigned(),
         }
-        .sign(&node_key(NodeId(signer)))
     }
 
     fn accepted(page: &str, group: u32, disagreeing: u64) -> Result<Counted, RejectReason> {
@@ -208,44 +175,20 @@ mod tests {
     fn f_plus_one_members_of_one_group_accept() {
         let c = cluster();
         let mut t = Tally::new(CLIENT, TS, 1);
-        assert_eq!(
-            t.add(reply(101, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(101, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Duplicate)
-        );
-        assert_eq!(
-            t.add(reply(103, 0, "p"), &c, &Roots::default()),
-            accepted("p", 0, 0)
-        );
-        assert_eq!(
-            t.add(reply(102, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Late)
-        );
-        assert_eq!(
-            t.add(reply(102, 0, "q"), &c, &Roots::default()),
-            Ok(Counted::Disagreeing)
-        );
+        assert_eq!(t.add(reply(101, 0, "p"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(101, 0, "p"), &c), Ok(Counted::Duplicate));
+        assert_eq!(t.add(reply(103, 0, "p"), &c), accepted("p", 0, 0));
+        assert_eq!(t.add(reply(102, 0, "p"), &c), Ok(Counted::Late));
+        assert_eq!(t.add(reply(102, 0, "q"), &c), Ok(Counted::Disagreeing));
     }
 
     #[test]
     fn votes_of_two_groups_never_add_up() {
         let c = cluster();
         let mut t = Tally::new(CLIENT, TS, 1);
-        assert_eq!(
-            t.add(reply(101, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(201, 1, "p"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(202, 1, "p"), &c, &Roots::default()),
-            accepted("p", 1, 1)
-        );
+        assert_eq!(t.add(reply(101, 0, "p"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(201, 1, "p"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(202, 1, "p"), &c), accepted("p", 1, 1));
     }
 
     /// Group 0 is 101-103 in epoch 1 and 101, 102, 104 in epoch 2 (103 replaced by 104). A
@@ -261,33 +204,30 @@ mod tests {
         let slot = config.replicas.iter_mut().find(|r| r.id == 103).unwrap();
         *slot = newcomer;
         let second = Cluster::new(config).unwrap();
-        let in_epoch = |epoch: u64, replica: u32, page: &str| {
-            Reply {
-                config_epoch: ConfigEpoch(epoch),
-                ..reply(replica, 0, page)
-            }
-            .sign(&node_key(NodeId(replica)))
+        let in_epoch = |epoch: u64, replica: u32, page: &str| Reply {
+            config_epoch: ConfigEpoch(epoch),
+            ..reply(replica, 0, page)
         };
         let mut t = Tally::new(CLIENT, TS, 1);
         assert_eq!(
-            t.add(in_epoch(1, 103, "evil"), &first, &Roots::default()),
+            t.add(in_epoch(1, 103, "evil"), &first),
             Ok(Counted::Recorded)
         );
         assert_eq!(
-            t.add(in_epoch(2, 104, "evil"), &second, &Roots::default()),
+            t.add(in_epoch(2, 104, "evil"), &second),
             Ok(Counted::Recorded)
         );
         // Each epoch's member counts against its own epoch's membership only.
         assert_eq!(
-            t.add(in_epoch(2, 103, "evil"), &second, &Roots::default()),
+            t.add(in_epoch(2, 103, "evil"), &second),
             Err(RejectReason::NotMember)
         );
         assert_eq!(
-            t.add(in_epoch(1, 101, "good"), &first, &Roots::default()),
+            t.add(in_epoch(1, 101, "good"), &first),
             Ok(Counted::Recorded)
         );
         assert_eq!(
-            t.add(in_epoch(1, 102, "good"), &first, &Roots::default()),
+            t.add(in_epoch(1, 102, "good"), &first),
             accepted_in(1, "good", 0, 2)
         );
     }
@@ -296,134 +236,32 @@ mod tests {
     fn a_replica_votes_once_and_a_second_page_is_disagreement() {
         let c = cluster();
         let mut t = Tally::new(CLIENT, TS, 1);
-        assert_eq!(
-            t.add(reply(101, 0, "evil"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(101, 0, "good"), &c, &Roots::default()),
-            Ok(Counted::Disagreeing)
-        );
+        assert_eq!(t.add(reply(101, 0, "evil"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(101, 0, "good"), &c), Ok(Counted::Disagreeing));
         // 101's second page did not replace its first: one more member is needed.
-        assert_eq!(
-            t.add(reply(102, 0, "good"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(103, 0, "good"), &c, &Roots::default()),
-            accepted("good", 0, 1)
-        );
+        assert_eq!(t.add(reply(102, 0, "good"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(103, 0, "good"), &c), accepted("good", 0, 1));
     }
 
     #[test]
-    fn forged_foreign_and_misaddressed_replies_are_rejected() {
+    fn foreign_and_misaddressed_replies_are_rejected() {
         let c = cluster();
         let mut t = Tally::new(CLIENT, TS, 1);
         // 201 is a member of group 1, not 0; 999 is nobody.
-        assert_eq!(
-            t.add(reply(201, 0, "p"), &c, &Roots::default()),
-            Err(RejectReason::NotMember)
-        );
-        assert_eq!(
-            t.add(reply(999, 0, "p"), &c, &Roots::default()),
-            Err(RejectReason::NotMember)
-        );
-        assert_eq!(
-            t.add(signed_by(201, 102, 0, "p"), &c, &Roots::default()),
-            Err(RejectReason::BadSignature)
-        );
+        assert_eq!(t.add(reply(201, 0, "p"), &c), Err(RejectReason::NotMember));
+        assert_eq!(t.add(reply(999, 0, "p"), &c), Err(RejectReason::NotMember));
         let other_client = Reply {
             client: ClientId(2),
             ..reply(102, 0, "p")
         };
-        assert_eq!(
-            t.add(other_client, &c, &Roots::default()),
-            Err(RejectReason::UnknownClient)
-        );
+        assert_eq!(t.add(other_client, &c), Err(RejectReason::UnknownClient));
         let other_ts = Reply {
             timestamp: TS + 1,
             ..reply(102, 0, "p")
         };
-        assert_eq!(
-            t.add(other_ts, &c, &Roots::default()),
-            Err(RejectReason::WrongTimestamp)
-        );
+        assert_eq!(t.add(other_ts, &c), Err(RejectReason::WrongTimestamp));
         // None of that counted: two authentic votes are still needed.
-        assert_eq!(
-            t.add(reply(102, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        assert_eq!(
-            t.add(reply(101, 0, "p"), &c, &Roots::default()),
-            accepted("p", 0, 0)
-        );
-    }
-
-    #[test]
-    fn a_forged_copy_of_a_recorded_vote_changes_nothing() {
-        let c = cluster();
-        let mut t = Tally::new(CLIENT, TS, 1);
-        assert_eq!(
-            t.add(reply(101, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-        // Same fields as 101's vote with a bad signature: treated as the duplicate it claims to
-        // be, which cannot move the vote.
-        assert_eq!(
-            t.add(signed_by(201, 101, 0, "p"), &c, &Roots::default()),
-            Ok(Counted::Duplicate)
-        );
-        assert_eq!(
-            t.add(reply(102, 0, "q"), &c, &Roots::default()),
-            Ok(Counted::Recorded)
-        );
-    }
-
-    #[test]
-    fn replies_of_one_batch_cost_one_root_check_and_stay_per_reply() {
-        let c = cluster();
-        let roots = Roots::default();
-        let batch = |replica: u32| {
-            let replies = ["p", "x", "y"]
-                .iter()
-                .enumerate()
-                .map(|(i, page)| Reply {
-                    client: ClientId(1 + i as u64),
-                    ..reply(replica, 0, page)
-                })
-                .collect();
-            Reply::sign_all(replies, &node_key(NodeId(replica)))
-        };
-        let (first, second) = (batch(101), batch(102));
-        let mut t = Tally::new(CLIENT, TS, 1);
-        assert_eq!(t.add(first[0].clone(), &c, &roots), Ok(Counted::Recorded));
-        assert_eq!(t.add(second[0].clone(), &c, &roots), accepted("p", 0, 0));
-        // Another client's reply of a checked batch passes on hashes; the same path with
-        // another page, or with another replica's name, does not.
-        let mut other = Tally::new(ClientId(2), TS, 1);
-        assert_eq!(
-            other.add(first[1].clone(), &c, &roots),
-            Ok(Counted::Recorded)
-        );
-        let changed = Reply {
-            page: b"z".to_vec(),
-            ..second[1].clone()
-        };
-        assert_eq!(
-            other.add(changed, &c, &roots),
-            Err(RejectReason::BadSignature)
-        );
-        let renamed = Reply {
-            replica: NodeId(103),
-            ..second[1].clone()
-        };
-        assert_eq!(
-            other.add(renamed, &c, &roots),
-            Err(RejectReason::BadSignature)
-        );
-        assert_eq!(
-            other.add(second[1].clone(), &c, &roots),
-            accepted("x", 0, 0)
-        );
+        assert_eq!(t.add(reply(102, 0, "p"), &c), Ok(Counted::Recorded));
+        assert_eq!(t.add(reply(101, 0, "p"), &c), accepted("p", 0, 0));
     }
 }

@@ -1,9 +1,7 @@
 //! The client library against fake replicas: which replies accept a page, which never can, and
 //! what is counted.
 
-use crate::harness::{
-    fast_retransmit, reply, signed_reply, wait_until, write_key, Harness, PRIMARY, WAIT,
-};
+use crate::harness::{fast_retransmit, reply, wait_until, write_key, Harness, PRIMARY, WAIT};
 use client_plugin::client::ClientError;
 use client_plugin::{Accepted, ClientEndpoint, ClientOptions};
 use proto::testing::client_key;
@@ -111,8 +109,7 @@ async fn a_byzantine_page_is_outvoted_and_counted() {
     let task = invoke(&endpoint, b"op");
 
     let request = h.request_at(PRIMARY).await;
-    // Replica 101 lies, then changes its story; the others agree. One connection carries the
-    // replies in this order.
+    // Replica 101 lies, then changes its story (its link keeps that order); the others agree.
     h.reply(101, 0, &request, b"<p>balance: 1000000.00</p>");
     h.reply(101, 0, &request, b"<p>balance: 0.00</p>");
     h.reply(102, 0, &request, PAGE);
@@ -120,8 +117,12 @@ async fn a_byzantine_page_is_outvoted_and_counted() {
 
     let accepted = finish(task).await.unwrap();
     assert_eq!(accepted.page, PAGE);
-    // 101's second page, then its first page outvoted by the quorum.
-    assert_eq!(endpoint.stats().disagreeing_replies, 2);
+    // Both of 101's pages disagree, whether they came before the quorum (its second page, then
+    // its first outvoted) or after it.
+    wait_until(&endpoint, "101's pages are counted", |s| {
+        s.disagreeing_replies == 2
+    })
+    .await;
 
     // A replica that changes its page after the quorum formed is still counted.
     h.reply(102, 0, &request, b"<p>changed my mind</p>");
@@ -133,7 +134,7 @@ async fn a_byzantine_page_is_outvoted_and_counted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_foreign_and_misaddressed_replies_never_count() {
+async fn impersonated_foreign_and_misaddressed_replies_never_count() {
     let mut h = Harness::new("bank", 4).await;
     let endpoint = h.open(ClientOptions::default()).await;
     let task = invoke(&endpoint, b"op");
@@ -141,13 +142,17 @@ async fn forged_foreign_and_misaddressed_replies_never_count() {
 
     // 201 is a member of group 1 claiming group 0.
     h.reply(201, 0, &request, PAGE);
-    // 102's reply signed with another key.
-    h.send(signed_reply(201, 102, 0, &request, PAGE));
+    // 102's reply on 201's link, and on a plain connection: neither proves 102 sent it.
+    h.send_on(201, reply(102, 0, &request, PAGE));
+    h.send_plain(reply(102, 0, &request, PAGE));
     // For a client this endpoint does not hold, and for a timestamp it never sent.
-    h.send(Reply {
-        client: ClientId(99),
-        ..reply(102, 0, &request, PAGE)
-    });
+    h.send_on(
+        102,
+        Reply {
+            client: ClientId(99),
+            ..reply(102, 0, &request, PAGE)
+        },
+    );
     let mut future = request.clone();
     future.timestamp += 1;
     h.reply(102, 0, &future, PAGE);
@@ -158,18 +163,18 @@ async fn forged_foreign_and_misaddressed_replies_never_count() {
     h.reply(101, 0, &request, PAGE);
 
     let stats = wait_until(&endpoint, "every bad reply is rejected", |s| {
-        s.rejected.total() == 6
+        s.rejected.total() == 7
     })
     .await;
     let r = stats.rejected;
     assert_eq!(
         (
             r.not_member,
-            r.bad_signature,
+            r.unauthenticated,
             r.unknown_client,
             r.wrong_timestamp
         ),
-        (1, 1, 1, 1)
+        (1, 2, 1, 1)
     );
     assert_eq!((r.malformed, r.unexpected_message, r.overflow), (1, 1, 0));
     assert!(
@@ -177,10 +182,45 @@ async fn forged_foreign_and_misaddressed_replies_never_count() {
         "accepted a page without f+1 genuine votes"
     );
 
-    // 102's genuine reply was not shadowed by the forgery in its name.
+    // 102's genuine reply was not shadowed by the impersonations.
     h.reply(102, 0, &request, PAGE);
     assert_eq!(finish(task).await.unwrap().page, PAGE);
     assert_eq!(endpoint.stats().rejected, r);
+    endpoint.shutdown().await;
+}
+
+/// A node that no configuration epoch the endpoint knows has (a replica of a group added since
+/// it last followed one) cannot open a link to it: what it sends never arrives, and its attempt
+/// makes the endpoint ask the nodes for the newest configuration, under which the node's next
+/// attempt would pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_from_a_node_the_endpoint_does_not_know_is_refused_and_it_asks_for_the_configuration(
+) {
+    let mut h = Harness::new("bank", 1).await;
+    let endpoint = h.open(ClientOptions::default()).await;
+    let task = invoke(&endpoint, b"op");
+    let request = h.request_at(PRIMARY).await;
+
+    let stranger = h.link_of(301).await;
+    let frame = Envelope::encode(&Message::Reply(reply(301, 0, &request, PAGE)));
+    stranger.send(h.endpoint.parse().unwrap(), frame);
+    let asked = h.config_request().await;
+    assert_eq!(
+        (asked.client, asked.config_epoch),
+        (request.client, h.cluster.epoch())
+    );
+    assert!(asked.verify(&client_key(request.client).public_key()));
+    assert_eq!(
+        stranger.stats().frames_sent,
+        0,
+        "a refused link carries nothing"
+    );
+
+    h.reply(101, 0, &request, PAGE);
+    h.reply(102, 0, &request, PAGE);
+    assert_eq!(finish(task).await.unwrap().page, PAGE);
+    assert_eq!(endpoint.stats().rejected.total(), 0);
+    stranger.shutdown().await;
     endpoint.shutdown().await;
 }
 
@@ -193,10 +233,12 @@ async fn one_reply_from_each_of_two_groups_is_not_a_quorum() {
 
     h.reply(101, 0, &request, PAGE);
     h.reply(201, 1, &request, PAGE);
-    // A marker behind them on the same connection: once it is counted, both were.
-    h.send(signed_reply(201, 102, 0, &request, PAGE));
-    wait_until(&endpoint, "the marker is rejected", |s| {
-        s.rejected.bad_signature == 1
+    // A marker behind each on the same link (102's reply there): once both are counted, both
+    // votes were.
+    h.send_on(101, reply(102, 0, &request, PAGE));
+    h.send_on(201, reply(102, 0, &request, PAGE));
+    wait_until(&endpoint, "the markers are rejected", |s| {
+        s.rejected.unauthenticated == 2
     })
     .await;
     assert!(!task.is_finished(), "accepted votes of two groups");

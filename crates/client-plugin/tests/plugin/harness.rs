@@ -1,12 +1,15 @@
 //! A cluster of fake nodes on 127.0.0.1 for the client and the gateway: the primary and every
 //! replica are real transports that hand the test each REQUEST they receive; the test decides
-//! which signed REPLYs to send back, or lets a responder answer like a correct group.
+//! which REPLYs to send back, each on the authenticated link of a replica (its handshake signed
+//! with that replica's configured key, as a node's transport does) or on a plain connection,
+//! or lets a responder answer like a correct group.
 
 use client_plugin::{ClientEndpoint, ClientOptions, ClientStats};
-use net::{Transport, TransportConfig};
+use net::{LinkKeys, Transport, TransportConfig};
 use proto::config::Cluster;
+use proto::crypto::LINK_HANDSHAKE_DOMAIN;
 use proto::testing::{client_key, node_key, TestCluster};
-use proto::{ClientId, Envelope, GroupId, Message, NodeId, Reply, Request, View};
+use proto::{ClientId, ConfigRequest, Envelope, GroupId, Message, NodeId, Reply, Request, View};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -30,10 +33,16 @@ pub struct Harness {
     keys: TempDir,
     /// Requests each fake node received, in arrival order.
     requests: HashMap<NodeId, mpsc::UnboundedReceiver<Request>>,
-    /// Sends the replies of any replica: the client authenticates replies by signature, not by
-    /// connection, and one connection keeps them in the order the test sends them.
-    wire: Transport,
+    /// Requests for the configuration any fake node received.
+    config_requests: mpsc::UnboundedReceiver<ConfigRequest>,
+    /// Each replica's authenticated link to the endpoint (frames on one keep their order).
+    links: Links,
+    /// A plain connection to the endpoint, which proves nothing about who sends on it.
+    plain: Transport,
 }
+
+/// Each replica's outbound side towards the endpoint.
+type Links = Arc<HashMap<u32, Transport>>;
 
 impl Harness {
     /// f = 1, primary candidates 0-2, groups 0 (replicas 101-103) and 1 (201-203), partitions
@@ -42,10 +51,11 @@ impl Harness {
         let mut config = TestCluster::new(1, 2, 4, clients).cluster.config.clone();
         config.application = application.into();
         let mut requests = HashMap::new();
+        let (asked, config_requests) = mpsc::unbounded_channel();
         let mut fake = |id: u32| {
             let (tx, rx) = mpsc::unbounded_channel();
             requests.insert(NodeId(id), rx);
-            fake_node(tx)
+            fake_node(tx, asked.clone())
         };
         for primary in &mut config.primaries {
             primary.addr = fake(primary.id).await.to_string();
@@ -62,16 +72,42 @@ impl Harness {
         for client in &cluster.config.clients {
             write_key(keys.path(), ClientId(client.id));
         }
-        let (wire, _) = Transport::bind(localhost(), TransportConfig::default())
+        let (plain, _) = Transport::bind(localhost(), TransportConfig::default())
             .await
             .unwrap();
+        let endpoint_addr: SocketAddr = endpoint.parse().unwrap();
+        let identity = cluster.endpoint_identity(&endpoint).expect("the endpoint");
+        let mut links = HashMap::new();
+        for replica in &cluster.config.replicas {
+            links.insert(
+                replica.id,
+                link(replica.id, (endpoint_addr, identity)).await,
+            );
+        }
         Harness {
             cluster,
             endpoint,
             keys,
             requests,
-            wire,
+            config_requests,
+            links: Arc::new(links),
+            plain,
         }
+    }
+
+    /// The outbound side of node `node` (with its test key, configured or not), which opens
+    /// links to the endpoint.
+    pub async fn link_of(&self, node: u32) -> Transport {
+        let identity = self.cluster.endpoint_identity(&self.endpoint).unwrap();
+        link(node, (self.endpoint.parse().unwrap(), identity)).await
+    }
+
+    /// The next request for the configuration a fake node received.
+    pub async fn config_request(&mut self) -> ConfigRequest {
+        tokio::time::timeout(WAIT, self.config_requests.recv())
+            .await
+            .expect("a fake node gets a configuration request")
+            .expect("fake nodes running")
     }
 
     pub fn keys(&self) -> &Path {
@@ -110,17 +146,26 @@ impl Harness {
         }
     }
 
-    /// Sends replica `replica`'s signed reply (claiming membership of `group`) to `request`.
+    /// Sends replica `replica`'s reply (claiming membership of `group`) to `request`, on its
+    /// link.
     pub fn reply(&self, replica: u32, group: u32, request: &Request, page: &[u8]) {
-        self.send(reply(replica, group, request, page));
+        self.send_on(replica, reply(replica, group, request, page));
     }
 
-    pub fn send(&self, reply: Reply) {
+    /// Sends `reply`, whatever replica it names, on replica `link`'s link.
+    pub fn send_on(&self, link: u32, reply: Reply) {
+        let frame = Envelope::encode(&Message::Reply(reply));
+        self.links[&link].send(self.endpoint.parse().unwrap(), frame);
+    }
+
+    /// Sends `reply` on a plain connection.
+    pub fn send_plain(&self, reply: Reply) {
         self.send_frame(Envelope::encode(&Message::Reply(reply)));
     }
 
+    /// Sends a frame on a plain connection.
     pub fn send_frame(&self, frame: Vec<u8>) {
-        self.wire.send(self.endpoint.parse().unwrap(), frame);
+        self.plain.send(self.endpoint.parse().unwrap(), frame);
     }
 
     /// Answers every request the primary receives like a correct group would: all members of
@@ -135,22 +180,23 @@ impl Harness {
             .remove(&NodeId(PRIMARY))
             .expect("the primary's requests are not taken yet");
         let cluster = Arc::clone(&self.cluster);
-        let wire = self.wire.clone();
+        let links = Arc::clone(&self.links);
         let to: SocketAddr = self.endpoint.parse().unwrap();
         let (report, reports) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Some(request) = requests.recv().await {
                 let page = render(&request);
                 let group = cluster.group_of(request.partitions[0]).expect("a group");
-                // One member's REPLY alone, the others' together, as a replica sends those
-                // it has ready for one endpoint.
-                let mut replies: Vec<Reply> = cluster
-                    .members(group)
-                    .map(|member| reply(member.id, group.0, &request, &page))
-                    .collect();
-                let first = replies.remove(0);
-                wire.send(to, Envelope::encode(&Message::Reply(first)));
-                wire.send(to, Envelope::encode(&Message::Replies(replies)));
+                // Each member on its link: the first a REPLY alone, the others in a REPLIES
+                // frame, as a replica sends those it has ready for one endpoint.
+                for (i, member) in cluster.members(group).enumerate() {
+                    let reply = reply(member.id, group.0, &request, &page);
+                    let message = match i {
+                        0 => Message::Reply(reply),
+                        _ => Message::Replies(vec![reply]),
+                    };
+                    links[&member.id].send(to, Envelope::encode(&message));
+                }
                 let _ = report.send((request, page));
             }
         });
@@ -158,19 +204,8 @@ impl Harness {
     }
 }
 
-/// Replica `replica`'s reply in `group` to `request`, signed with its key.
+/// Replica `replica`'s reply in `group` to `request`.
 pub fn reply(replica: u32, group: u32, request: &Request, page: &[u8]) -> Reply {
-    signed_reply(replica, replica, group, request, page)
-}
-
-/// A reply naming `replica` but signed with `signer`'s key.
-pub fn signed_reply(
-    signer: u32,
-    replica: u32,
-    group: u32,
-    request: &Request,
-    page: &[u8],
-) -> Reply {
     Reply {
         config_epoch: proto::ConfigEpoch(1),
         view: View(0),
@@ -179,9 +214,45 @@ pub fn signed_reply(
         client: request.client,
         timestamp: request.timestamp,
         page: page.to_vec(),
-        signature: proto::BatchSignature::unsigned(),
     }
-    .sign(&node_key(NodeId(signer)))
+}
+
+/// Node `me`'s transport, opening links to the endpoint at `endpoint` (address, link identity).
+async fn link(me: u32, endpoint: (SocketAddr, u64)) -> Transport {
+    let keys = Arc::new(ReplicaKeys { me, endpoint });
+    let (transport, _) = Transport::bind_with_links(localhost(), TransportConfig::default(), keys)
+        .await
+        .unwrap();
+    transport
+}
+
+/// A fake replica's side of its link to the endpoint: it opens one, signing the handshake with
+/// its test node key, and accepts none.
+#[derive(Debug)]
+struct ReplicaKeys {
+    me: u32,
+    /// The endpoint's address and link identity.
+    endpoint: (SocketAddr, u64),
+}
+
+impl LinkKeys for ReplicaKeys {
+    fn me(&self) -> u64 {
+        u64::from(self.me)
+    }
+
+    fn identity_at(&self, addr: SocketAddr) -> Option<u64> {
+        (addr == self.endpoint.0).then_some(self.endpoint.1)
+    }
+
+    fn sign(&self, transcript: &[u8]) -> [u8; 64] {
+        node_key(NodeId(self.me))
+            .sign(LINK_HANDSHAKE_DOMAIN, transcript)
+            .0
+    }
+
+    fn verify(&self, _: u64, _: &[u8], _: &[u8; 64]) -> bool {
+        false
+    }
 }
 
 /// Options that retransmit quickly, for tests that wait for a retransmission.
@@ -226,8 +297,12 @@ fn unused_addr() -> SocketAddr {
         .unwrap()
 }
 
-/// Starts a fake node that forwards every REQUEST it receives; returns its address.
-async fn fake_node(forward: mpsc::UnboundedSender<Request>) -> SocketAddr {
+/// Starts a fake node that forwards every REQUEST and CONFIG-REQUEST it receives; returns its
+/// address.
+async fn fake_node(
+    forward: mpsc::UnboundedSender<Request>,
+    asked: mpsc::UnboundedSender<ConfigRequest>,
+) -> SocketAddr {
     let (transport, mut inbound) = Transport::bind(localhost(), TransportConfig::default())
         .await
         .unwrap();
@@ -244,6 +319,9 @@ async fn fake_node(forward: mpsc::UnboundedSender<Request>) -> SocketAddr {
                     for request in requests {
                         let _ = forward.send(request);
                     }
+                }
+                Ok(Message::ConfigRequest(request)) => {
+                    let _ = asked.send(request);
                 }
                 _ => {}
             }
