@@ -11,7 +11,7 @@ use proto::{
     Configure, DbCheckpoint, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
     FetchPrepares, GroupId, Join, Lineage, Message, NewView, NodeId, PositionReport,
     PositionRequest, Prepare, PrepareEntry, Proposal, Reconfigure, RecoveryRequest, RecoveryState,
-    BatchSignature, Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
+    Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
     TableRows, Value, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::BTreeMap;
@@ -300,19 +300,15 @@ impl Seeds {
                     results: vec![(1, BankResult::Ok { balance_cents: 5 }.encode())],
                 },
             ),
-            Message::Reply(
-                Reply {
-                    config_epoch: EPOCH,
-                    view: View(0),
-                    group: GroupId(0),
-                    replica: REPLICA,
-                    client: ClientId(1),
-                    timestamp: 1,
-                    page: b"<!doctype html><p>ok</p>".to_vec(),
-                    signature: BatchSignature::unsigned(),
-                }
-                .sign(&key),
-            ),
+            Message::Reply(Reply {
+                config_epoch: EPOCH,
+                view: View(0),
+                group: GroupId(0),
+                replica: REPLICA,
+                client: ClientId(1),
+                timestamp: 1,
+                page: b"<!doctype html><p>ok</p>".to_vec(),
+            }),
             Message::FetchPrepares(
                 FetchPrepares {
                     replica: REPLICA,
