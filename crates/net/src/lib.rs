@@ -38,6 +38,7 @@ pub mod metrics;
 mod outbound;
 mod stats;
 mod task;
+pub mod testing;
 
 pub use config::{ConfigError, TransportConfig};
 pub use link::LinkKeys;

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{expect_closed, numbered, recv, send_until_down, seq_of, wait_until, WAIT};
+use net::testing::unused_loopback_addr;
 use net::{Inbound, Transport, TransportConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -26,14 +27,6 @@ async fn bind_at(addr: SocketAddr, config: TransportConfig) -> (Transport, Recei
 
 async fn bind(config: TransportConfig) -> (Transport, Receiver<Inbound>) {
     bind_at("127.0.0.1:0".parse().unwrap(), config).await
-}
-
-/// An address nobody listens on (bound by the OS, then released).
-fn unused_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 /// Receives `n` numbered frames and checks they are 0..n in order, from a loopback address.
@@ -80,7 +73,7 @@ async fn exchange_many_frames_in_order_both_ways() {
 #[tokio::test]
 async fn peer_down_at_first_gets_the_frames_queued_before_it_came_up() {
     let (a, _a_rx) = bind(config()).await;
-    let b_addr = unused_addr();
+    let b_addr = unused_loopback_addr();
     for seq in 0..200 {
         a.send(b_addr, numbered(seq));
     }
@@ -213,7 +206,7 @@ async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_pee
     };
     let (a, _a_rx) = bind(cfg.clone()).await;
     let (live, mut live_rx) = bind(cfg).await;
-    let dead = unused_addr();
+    let dead = unused_loopback_addr();
     // Completes handshakes through its backlog but never reads: writes to it stall once the
     // kernel buffers are full.
     let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

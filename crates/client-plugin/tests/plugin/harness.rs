@@ -5,6 +5,7 @@
 //! or lets a responder answer like a correct group.
 
 use client_plugin::{ClientEndpoint, ClientOptions, ClientStats};
+use net::testing::unused_loopback_addr;
 use net::{LinkKeys, Transport, TransportConfig};
 use proto::config::Cluster;
 use proto::crypto::LINK_HANDSHAKE_DOMAIN;
@@ -63,7 +64,8 @@ impl Harness {
         for replica in &mut config.replicas {
             replica.addr = fake(replica.id).await.to_string();
         }
-        let endpoint = unused_addr().to_string();
+        // The configuration names the endpoint's address before the endpoint binds it.
+        let endpoint = unused_loopback_addr().to_string();
         for client in &mut config.clients {
             client.addr = endpoint.clone();
         }
@@ -286,15 +288,6 @@ pub async fn wait_until(
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
-}
-
-/// An address nobody listens on (bound by the OS, then released), for the client endpoint: the
-/// configuration must name it before the endpoint binds it.
-fn unused_addr() -> SocketAddr {
-    std::net::TcpListener::bind(localhost())
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 /// Starts a fake node that forwards every REQUEST and CONFIG-REQUEST it receives; returns its
