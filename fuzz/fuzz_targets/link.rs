@@ -11,10 +11,18 @@ use net::link::{derive_key, is_hello, parse_reply, reply, Hello, Sealer, Unseale
 fuzz_target!(|data: &[u8]| {
     if let Ok(hello) = Hello::parse(data) {
         assert!(is_hello(data));
-        assert_eq!(hello.encode(), data, "a HELLO parsed from other bytes than its encoding");
+        assert_eq!(
+            hello.encode(),
+            data,
+            "a HELLO parsed from other bytes than its encoding"
+        );
     }
     if let Ok(ephemeral) = parse_reply(data) {
-        assert_eq!(reply(&ephemeral), data, "a REPLY parsed from other bytes than its encoding");
+        assert_eq!(
+            reply(&ephemeral),
+            data,
+            "a REPLY parsed from other bytes than its encoding"
+        );
     }
     let key = || derive_key(b"fuzz shared secret", b"fuzz transcript").expect("HKDF");
     let (mut sealer, mut unsealer) = (Sealer::new(key()), Unsealer::new(key()));

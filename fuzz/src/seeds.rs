@@ -7,8 +7,8 @@ use dbvote::{BankOp, BankResult};
 use group::order::OrderBook;
 use proto::testing::{self, TestCluster};
 use proto::{
-    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, ConfigRequest, Decided,
-    Configure, DbCheckpoint, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
+    chain, chain_start, Anchor, Checkpoint, ClientId, Commit, CommitDb, ConfigEpoch, ConfigRequest,
+    Configure, DbCheckpoint, Decided, Envelope, EpochClose, EpochStarted, Execution, FetchCommits,
     FetchPrepares, GroupId, Join, Lineage, Message, NewView, NodeId, PositionReport,
     PositionRequest, Prepare, PrepareEntry, Proposal, Reconfigure, RecoveryRequest, RecoveryState,
     Reply, ReplyCommitDb, ReqViewChange, Signature, StableCheckpoint, StateChunk, StateRequest,
@@ -282,24 +282,20 @@ impl Seeds {
             Message::Prepare(self.prepare.clone()),
             Message::Commit(self.commit.clone()),
             Message::Commit(tpm_commit),
-            Message::CommitDb(
-                CommitDb {
-                    config_epoch: EPOCH,
-                    group: GroupId(0),
-                    replica: REPLICA,
-                    executions: vec![Execution {
-                        order: 1,
-                        positions: vec![(0, 1)],
-                        request: self.request.body(),
-                    }],
-                },
-            ),
-            Message::ReplyCommitDb(
-                ReplyCommitDb {
-                    db_node: NodeId(11),
-                    results: vec![(1, BankResult::Ok { balance_cents: 5 }.encode())],
-                },
-            ),
+            Message::CommitDb(CommitDb {
+                config_epoch: EPOCH,
+                group: GroupId(0),
+                replica: REPLICA,
+                executions: vec![Execution {
+                    order: 1,
+                    positions: vec![(0, 1)],
+                    request: self.request.body(),
+                }],
+            }),
+            Message::ReplyCommitDb(ReplyCommitDb {
+                db_node: NodeId(11),
+                results: vec![(1, BankResult::Ok { balance_cents: 5 }.encode())],
+            }),
             Message::Reply(Reply {
                 config_epoch: EPOCH,
                 view: View(0),
