@@ -335,6 +335,11 @@ impl ClientEndpoint {
                             let latency = started.elapsed();
                             recorder.accepted(latency);
                             shared.slots.done(client, timestamp, tally);
+                            // Replies queued behind the one that completed the quorum are
+                            // counted against the final vote, as later ones will be.
+                            while let Ok(reply) = replies.try_recv() {
+                                deliver(shared, reply);
+                            }
                             tracing::debug!(%client, timestamp, %group, ?latency, retransmissions, "page accepted");
                             return Ok(Accepted {
                                 page,
@@ -486,8 +491,12 @@ fn route(shared: &Shared, reply: proto::Reply, link: Option<u64>) {
     if reply.config_epoch > shared.configs.current().epoch() {
         ask_for_configuration(shared);
     }
-    let cluster = shared.configs.of_epoch(reply.config_epoch);
-    match cluster {
+    deliver(shared, reply);
+}
+
+/// Hands an authenticated REPLY to its identity's slot, under the configuration of its epoch.
+fn deliver(shared: &Shared, reply: proto::Reply) {
+    match shared.configs.of_epoch(reply.config_epoch) {
         Some(cluster) => shared.slots.route(reply, &cluster, &shared.recorder),
         None => shared.slots.route_unverified(reply, &shared.recorder),
     }

@@ -153,7 +153,9 @@ impl Slots {
         rx
     }
 
-    /// Records the final vote of an accepted request.
+    /// Records the final vote of an accepted request. Its reply queue gets nothing more (its
+    /// sender is dropped here, under the lock [`Slots::route`] sends under), so what the caller
+    /// then finds in it is all that was routed before.
     pub(crate) fn done(&self, client: ClientId, timestamp: u64, tally: Tally) {
         if let Some(slot) = lock(&self.slots).get_mut(&client) {
             if slot.timestamp == timestamp {

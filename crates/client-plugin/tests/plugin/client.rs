@@ -133,6 +133,32 @@ async fn a_byzantine_page_is_outvoted_and_counted() {
     endpoint.shutdown().await;
 }
 
+/// A reply can reach its request's queue behind the one that completes the quorum, before
+/// the request's task has read it: it is counted all the same. Each round sends the quorum
+/// first and a disagreeing page right after it, so the disagreement lands in the queue in some
+/// rounds and after the acceptance in others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disagreeing_reply_is_counted_whenever_it_arrives() {
+    const ROUNDS: u64 = 40;
+    let mut h = Harness::new("bank", 4).await;
+    let endpoint = h.open(ClientOptions::default()).await;
+    let mut last = 0;
+    for round in 1..=ROUNDS {
+        let task = invoke(&endpoint, b"op");
+        let request = h.request_after(last).await;
+        last = request.timestamp;
+        h.reply(102, 0, &request, PAGE);
+        h.reply(103, 0, &request, PAGE);
+        h.reply(101, 0, &request, b"<p>balance: 0.00</p>");
+        assert_eq!(finish(task).await.unwrap().page, PAGE);
+        wait_until(&endpoint, "every disagreeing page is counted", |s| {
+            s.disagreeing_replies == round
+        })
+        .await;
+    }
+    endpoint.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonated_foreign_and_misaddressed_replies_never_count() {
     let mut h = Harness::new("bank", 4).await;
