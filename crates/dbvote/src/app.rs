@@ -136,6 +136,22 @@ pub trait Application: Send + Sync + 'static {
         }
     }
 
+    /// The results of `operations`, as [`execute_all`](Self::execute_all) would return them,
+    /// if this application computes them without reading or writing any row; `None` (the
+    /// default) if it needs the database.
+    ///
+    /// The executor needs no statement of the application's inside the transaction then, so on
+    /// SQLite it can open the transaction, store the results, move the progress and commit in
+    /// one hand-off to the connection's thread instead of two (docs/performance.md, item 43).
+    /// The method gets no connection, so an application cannot run a statement here by mistake.
+    fn results_without_database(
+        &self,
+        operations: &[&[u8]],
+    ) -> Option<Result<Vec<Vec<u8>>, BatchFailure>> {
+        let _ = operations;
+        None
+    }
+
     /// The tables that make up the application state, each with the `ORDER BY` clause of its
     /// key columns, for the [state digest](crate::digest).
     fn state_tables(&self) -> Vec<(&'static str, &'static str)>;

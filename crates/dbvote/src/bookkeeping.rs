@@ -159,25 +159,51 @@ fn update_progress_from(k: usize, first: usize) -> String {
 /// [`MOST_PARTITIONS_PER_UPDATE`]; none if 0), then `COMMIT`. Parameters are numbered through
 /// the list, the INSERT's first. SQLite stops at the first statement that fails, so the
 /// commit runs only after both succeeded; the caller then rolls back. Each `(rows, k)` is its
-/// own text, prepared once per connection: with `p` partitions up to `33 × p` of them, so
-/// beyond three partitions sqlx's cache (100 per connection) may prepare the rarer ones again.
-/// Built once per `(rows, k)`, when first used.
+/// own text, prepared once per connection: with `p` partitions up to `33 × p` of them (and as
+/// many of [`begin_store_move_commit`]'s), so beyond a few partitions sqlx's cache (100 per
+/// connection) may prepare the rarer ones again. Built once per `(rows, k)`, when first used.
 pub(crate) fn store_move_commit(rows: usize, k: usize) -> &'static str {
-    type Row = [std::sync::OnceLock<String>; MOST_PARTITIONS_PER_UPDATE + 1];
-    static LISTS: [Row; EXACT_ROWS + 1] =
-        [const { [const { std::sync::OnceLock::new() }; MOST_PARTITIONS_PER_UPDATE + 1] };
-            EXACT_ROWS + 1];
-    LISTS[rows][k].get_or_init(|| {
-        let mut statements = Vec::with_capacity(3);
-        if rows > 0 {
-            statements.push(insert_results_from(rows, 1));
-        }
-        if k > 0 {
-            statements.push(update_progress_from(k, 1 + 4 * rows));
-        }
-        statements.push("COMMIT".to_owned());
-        positional(&statements.join("; "))
-    })
+    static LISTS: Lists = Lists::new();
+    LISTS.get(rows, k, false)
+}
+
+/// SQLite: [`store_move_commit`] after `BEGIN IMMEDIATE`, the whole of a transaction that
+/// needs no other statement, in one hand-off to the connection's thread.
+pub(crate) fn begin_store_move_commit(rows: usize, k: usize) -> &'static str {
+    static LISTS: Lists = Lists::new();
+    LISTS.get(rows, k, true)
+}
+
+/// The lists of [`store_move_commit`] or [`begin_store_move_commit`], one per `(rows, k)`.
+struct Lists([[std::sync::OnceLock<String>; MOST_PARTITIONS_PER_UPDATE + 1]; EXACT_ROWS + 1]);
+
+impl Lists {
+    const fn new() -> Self {
+        Lists(
+            [const { [const { std::sync::OnceLock::new() }; MOST_PARTITIONS_PER_UPDATE + 1] };
+                EXACT_ROWS + 1],
+        )
+    }
+
+    fn get(&'static self, rows: usize, k: usize, begin: bool) -> &'static str {
+        self.0[rows][k].get_or_init(|| list(rows, k, begin))
+    }
+}
+
+/// The text of [`Lists::get`].
+fn list(rows: usize, k: usize, begin: bool) -> String {
+    let mut statements = Vec::with_capacity(4);
+    if begin {
+        statements.push("BEGIN IMMEDIATE".to_owned());
+    }
+    if rows > 0 {
+        statements.push(insert_results_from(rows, 1));
+    }
+    if k > 0 {
+        statements.push(update_progress_from(k, 1 + 4 * rows));
+    }
+    statements.push("COMMIT".to_owned());
+    positional(&statements.join("; "))
 }
 
 /// Statement texts of several sizes, built once per backend in its parameter style

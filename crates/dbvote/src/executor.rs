@@ -28,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ use sqlx::{Any, AnyConnection, AnyPool, AssertSqlSafe, Connection, Row};
 use tokio::sync::Mutex;
 use tracing::{debug, info, warn};
 
-use crate::app::{Application, Backend, PartitionId};
+use crate::app::{Application, Backend, BatchFailure, PartitionId};
 use crate::bookkeeping as bk;
 use crate::error::{DbError, ExecError};
 
@@ -163,12 +164,25 @@ struct Inner<A> {
     partitions: u32,
     /// The URL with its password removed, for messages.
     url: String,
-    /// SQLite only: the writers of this process, one at a time, and the connection that
-    /// [`Executor::execute_batch`] keeps between batches (taken out while a batch runs, so a
-    /// cancelled or failed batch drops it, which closes it and rolls its transaction back).
-    /// Kept, it costs no acquisition from the pool and no ping on release, each a hand-off
-    /// to SQLite's thread and back.
-    writer: Option<Mutex<Option<PoolConnection<Any>>>>,
+    /// SQLite only: the writers of this process, one at a time, and what the executions'
+    /// writer keeps between batches.
+    writer: Option<Mutex<Writer>>,
+    /// SQLite: batches that ran in one hand-off ([`Executor::batches_in_one_handoff`]).
+    one_handoff: AtomicU64,
+}
+
+/// SQLite: what [`Executor::execute_batch`] keeps between batches, under the writer lock.
+#[derive(Default)]
+pub(crate) struct Writer {
+    /// The connection, taken out while a batch runs, so that a cancelled or failed batch drops
+    /// it, which closes it and rolls its transaction back. Kept, it costs no acquisition from
+    /// the pool and no ping on release, each a hand-off to SQLite's thread and back.
+    conn: Option<PoolConnection<Any>>,
+    /// Every partition's progress as the last batch on `conn` committed it. Taken out while a
+    /// batch runs and put back only after its commit, and cleared whenever anything else takes
+    /// the writer lock ([`Executor::lock_writer`]: a state transfer's install moves the
+    /// progress), so it is what the database holds: the executor is the file's one writer.
+    committed: Option<Vec<PartitionProgress>>,
 }
 
 /// A validated execution, in the database's integer types.
@@ -215,6 +229,20 @@ impl TxProgress {
                 now.last_order = plan.order;
             }
         }
+    }
+
+    /// How many partitions moved since they were read or last written.
+    fn moved(&self) -> usize {
+        let moved = self
+            .known
+            .values()
+            .filter(|(found, now)| *found != now.last_seq);
+        moved.count()
+    }
+
+    /// The progress this transaction sees, every partition it knows.
+    fn now(&self) -> Vec<PartitionProgress> {
+        self.known.values().map(|(_, now)| *now).collect()
     }
 
     /// The partitions moved since they were read or last written: (partition, last_seq in
@@ -324,7 +352,8 @@ impl<A: Application> Executor<A> {
                 backend,
                 partitions,
                 url: shown,
-                writer: (backend == Backend::Sqlite).then(|| Mutex::new(None)),
+                writer: (backend == Backend::Sqlite).then(|| Mutex::new(Writer::default())),
+                one_handoff: AtomicU64::new(0),
             }),
         };
         executor.create_schema().await?;
@@ -361,7 +390,7 @@ impl<A: Application> Executor<A> {
     pub async fn close(&self) {
         // The pool waits for every connection it handed out, the writer's too.
         if let Some(mut writer) = self.lock_writer().await {
-            writer.take();
+            writer.conn.take();
         }
         self.inner.pool.close().await;
     }
@@ -639,14 +668,17 @@ impl<A: Application> Executor<A> {
     /// partitions; more take their own statements first). The checks are the same as on
     /// PostgreSQL, and all come before the commit: a result stored twice fails the INSERT,
     /// a partition moved from elsewhere fails the UPDATE, and SQLite runs nothing of the list
-    /// after a failed statement.
+    /// after a failed statement. A batch of an application without statements may take one
+    /// hand-off instead ([`in_one_handoff`](Self::in_one_handoff)).
     async fn execute_batch_sqlite(
         &self,
         plans: &[Plan],
         executions: &[Execution],
     ) -> Result<Vec<Outcome>, DbError> {
-        let mut writer = self.lock_writer().await.expect("SQLite has one writer");
-        let mut conn = match writer.take() {
+        let writer = self.inner.writer.as_ref().expect("SQLite has one writer");
+        let mut writer = writer.lock().await;
+        let committed = writer.committed.take();
+        let mut conn = match writer.conn.take() {
             Some(conn) => conn,
             None => {
                 let mut conn = self.acquire().await?;
@@ -656,6 +688,23 @@ impl<A: Application> Executor<A> {
                 conn
             }
         };
+        if let Some(committed) = committed {
+            let at_once = self.in_one_handoff(&mut conn, plans, executions, committed);
+            match at_once.await {
+                Ok(None) => {}
+                Ok(Some((outcomes, progress))) => {
+                    writer.conn = Some(conn);
+                    writer.committed = Some(progress);
+                    self.inner.one_handoff.fetch_add(1, Ordering::Relaxed);
+                    return Ok(outcomes);
+                }
+                // The application refused before anything reached the database.
+                Err(e) => {
+                    writer.conn = Some(conn);
+                    return Err(e);
+                }
+            }
+        }
         let rows = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS)
             .fetch_all(&mut *conn)
             .await
@@ -667,13 +716,22 @@ impl<A: Application> Executor<A> {
             let outcomes = self
                 .run_locked(&mut conn, plans, executions, &mut progress, &mut unstored)
                 .await?;
-            self.store_move_commit(&mut conn, plans, &outcomes, &mut unstored, &mut progress)
-                .await?;
+            let list = bk::store_move_commit;
+            self.store_move_commit(
+                &mut conn,
+                list,
+                plans,
+                &outcomes,
+                &mut unstored,
+                &mut progress,
+            )
+            .await?;
             Ok(outcomes)
         };
         match run.await {
             Ok(outcomes) => {
-                *writer = Some(conn);
+                writer.conn = Some(conn);
+                writer.committed = Some(progress.now());
                 Ok(outcomes)
             }
             Err(Failure::Db(e)) => Err(e),
@@ -682,8 +740,68 @@ impl<A: Application> Executor<A> {
                     return Err((self.sql("storing the results"))(source));
                 }
                 let error = self.store_failed(&mut conn, plans, &storing, source).await;
-                *writer = Some(conn);
+                writer.conn = Some(conn);
                 Err(error)
+            }
+        }
+    }
+
+    /// SQLite: the whole batch in one hand-off to the connection's thread, when the
+    /// application computes its results without the database
+    /// ([`Application::results_without_database`]) and `committed`, the progress the writer's
+    /// last batch committed, shows every plan ready. One list then opens the transaction,
+    /// stores the results, moves the progress from where `committed` says it is and commits
+    /// ([`bk::begin_store_move_commit`]), with the same checks as the two hand-offs: the
+    /// INSERT refuses a result stored before and the UPDATE a partition that is not where
+    /// `committed` says, before the COMMIT. Returns the outcomes and the committed progress,
+    /// or `None` when the batch does not qualify or its list failed (rolled back: the caller
+    /// then runs the batch the usual way, which reads the progress and finds out why).
+    async fn in_one_handoff(
+        &self,
+        conn: &mut AnyConnection,
+        plans: &[Plan],
+        executions: &[Execution],
+        committed: Vec<PartitionProgress>,
+    ) -> Result<Option<(Vec<Outcome>, Vec<PartitionProgress>)>, DbError> {
+        if plans.len() > bk::EXACT_ROWS {
+            return Ok(None);
+        }
+        let mut progress = TxProgress::default();
+        progress.learn(&committed);
+        for plan in plans {
+            match progress.rows(plan) {
+                Some(rows) if matches!(readiness(&rows, plan), Readiness::Ready) => {
+                    progress.advance(plan)
+                }
+                _ => return Ok(None),
+            }
+        }
+        if progress.moved() > bk::MOST_PARTITIONS_PER_UPDATE {
+            return Ok(None);
+        }
+        let operations: Vec<&[u8]> = executions.iter().map(|e| e.operation.as_slice()).collect();
+        let Some(results) = self.inner.app.results_without_database(&operations) else {
+            return Ok(None);
+        };
+        let all: Vec<usize> = (0..plans.len()).collect();
+        let results = self.app_results(plans, &all, results)?;
+        let outcomes: Vec<Outcome> = results.into_iter().map(Outcome::Executed).collect();
+        let mut unstored = all;
+        let list = bk::begin_store_move_commit;
+        match (self.store_move_commit(conn, list, plans, &outcomes, &mut unstored, &mut progress))
+            .await
+        {
+            Ok(()) => Ok(Some((outcomes, progress.now()))),
+            Err(failure) => {
+                let why = match failure {
+                    Failure::Db(e) => e.to_string(),
+                    Failure::Store { source, .. } => source.to_string(),
+                };
+                debug!(%why, "batch in one hand-off refused; running it the usual way");
+                // Nothing to roll back if the BEGIN itself failed; a broken connection shows
+                // in the usual way's first statement.
+                let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                Ok(None)
             }
         }
     }
@@ -800,16 +918,32 @@ impl<A: Application> Executor<A> {
             .iter()
             .map(|&i| executions[i].operation.as_slice())
             .collect();
-        let results = (self.inner.app.execute_all(tx, &operations).await).map_err(|failure| {
-            DbError::Execute {
-                order: plans[ready[failure.index.min(ready.len() - 1)]].order,
-                url: self.inner.url.clone(),
-                source: failure.error,
-            }
+        let results = self.inner.app.execute_all(tx, &operations).await;
+        let results = self.app_results(plans, ready, results)?;
+        for (&i, result) in ready.iter().zip(results) {
+            debug!(order = plans[i].order, positions = ?plans[i].positions, "executed");
+            outcomes[i] = Outcome::Executed(result);
+        }
+        unstored.append(ready);
+        Ok(())
+    }
+
+    /// The application's results for the plans `ready` names (indices into `plans`), or the
+    /// error that stops the batch: an operation that could not run, or a result lost or made
+    /// up (then nothing of the batch may be kept).
+    fn app_results(
+        &self,
+        plans: &[Plan],
+        ready: &[usize],
+        results: Result<Vec<Vec<u8>>, BatchFailure>,
+    ) -> Result<Vec<Vec<u8>>, DbError> {
+        let results = results.map_err(|failure| DbError::Execute {
+            order: plans[ready[failure.index.min(ready.len() - 1)]].order,
+            url: self.inner.url.clone(),
+            source: failure.error,
         })?;
         if results.len() != ready.len() {
-            // An application that lost or made up a result: nothing of the batch may be kept.
-            return Err(Failure::Db(DbError::Execute {
+            return Err(DbError::Execute {
                 order: plans[ready[0]].order,
                 url: self.inner.url.clone(),
                 source: ExecError::Corrupt(format!(
@@ -817,14 +951,9 @@ impl<A: Application> Executor<A> {
                     results.len(),
                     ready.len()
                 )),
-            }));
+            });
         }
-        for (&i, result) in ready.iter().zip(results) {
-            debug!(order = plans[i].order, positions = ?plans[i].positions, "executed");
-            outcomes[i] = Outcome::Executed(result);
-        }
-        unstored.append(ready);
-        Ok(())
+        Ok(results)
     }
 
     /// Stores the results of the executions `unstored` names (indices into `plans` and
@@ -863,13 +992,16 @@ impl<A: Application> Executor<A> {
 
     /// SQLite: the end of [`execute_batch_sqlite`](Self::execute_batch_sqlite)'s transaction.
     /// Stores the results `unstored` names, writes what `progress` moved and commits, the
-    /// last INSERT and UPDATE in one list with the COMMIT ([`bk::store_move_commit`]). The
-    /// UPDATE's rows count is not checked, as [`flush_progress`](Self::flush_progress) does:
-    /// it would be known only after the commit, and every partition moved was read in this
-    /// transaction, which holds SQLite's one write lock, so none can be missing.
+    /// last INSERT and UPDATE in one list with the COMMIT (`list`: [`bk::store_move_commit`],
+    /// or [`bk::begin_store_move_commit`], which opens the transaction too, for batches that
+    /// need no other statement). The UPDATE's rows count is not checked, as
+    /// [`flush_progress`](Self::flush_progress) does: it would be known only after the commit,
+    /// and every partition moved was read in this transaction or is where the writer's last
+    /// commit left it, under SQLite's one write lock, so none can be missing.
     async fn store_move_commit(
         &self,
         conn: &mut AnyConnection,
+        list: fn(usize, usize) -> &'static str,
         plans: &[Plan],
         outcomes: &[Outcome],
         unstored: &mut Vec<usize>,
@@ -884,7 +1016,7 @@ impl<A: Application> Executor<A> {
             self.write_moved(conn, &moved, order).await?;
             moved.clear();
         }
-        let query = sqlx::query(bk::store_move_commit(unstored.len(), moved.len()));
+        let query = sqlx::query(list(unstored.len(), moved.len()));
         let query = self.bind_results(query, plans, outcomes, unstored)?;
         let query = self.bind_moved(query, &moved, order)?;
         match query.execute(&mut *conn).await {
@@ -1185,13 +1317,18 @@ impl<A: Application> Executor<A> {
             .collect()
     }
 
-    pub(crate) async fn lock_writer(
-        &self,
-    ) -> Option<tokio::sync::MutexGuard<'_, Option<PoolConnection<Any>>>> {
-        match &self.inner.writer {
-            Some(writer) => Some(writer.lock().await),
-            None => None,
-        }
+    /// SQLite: the writer lock, for a writer other than the executions' (it may move the
+    /// progress, so the executions' writer reads it again afterwards). `None` on PostgreSQL.
+    pub(crate) async fn lock_writer(&self) -> Option<tokio::sync::MutexGuard<'_, Writer>> {
+        let mut writer = self.inner.writer.as_ref()?.lock().await;
+        writer.committed = None;
+        Some(writer)
+    }
+
+    /// SQLite: how many batches ran in one hand-off to SQLite's thread (an application
+    /// without statements, every execution ready by the last committed progress).
+    pub fn batches_in_one_handoff(&self) -> u64 {
+        self.inner.one_handoff.load(Ordering::Relaxed)
     }
 
     pub(crate) async fn begin(
@@ -1326,6 +1463,7 @@ pub async fn stored_results(conn: &mut AnyConnection) -> Result<(u64, u64), sqlx
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::noop::Noop;
     use crate::Bank;
 
     /// A bank executor over a SQLite file in `dir`.
@@ -1571,7 +1709,14 @@ mod tests {
         begin.fetch_all(&mut *conn).await.unwrap();
         let mut unstored = vec![0];
         match exec
-            .store_move_commit(&mut conn, &plans, &outcomes, &mut unstored, &mut moved(5))
+            .store_move_commit(
+                &mut conn,
+                bk::store_move_commit,
+                &plans,
+                &outcomes,
+                &mut unstored,
+                &mut moved(5),
+            )
             .await
         {
             Err(Failure::Db(DbError::Corrupt { reason, .. })) => {
@@ -1591,9 +1736,16 @@ mod tests {
         let begin = sqlx::query(bk::BEGIN_AND_READ_ALL_PROGRESS);
         begin.fetch_all(&mut *conn).await.unwrap();
         let mut unstored = vec![0];
-        exec.store_move_commit(&mut conn, &plans, &outcomes, &mut unstored, &mut moved(0))
-            .await
-            .unwrap_or_else(|_| panic!("the partitions were where they were found"));
+        exec.store_move_commit(
+            &mut conn,
+            bk::store_move_commit,
+            &plans,
+            &outcomes,
+            &mut unstored,
+            &mut moved(0),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the partitions were where they were found"));
         assert!(unstored.is_empty());
         assert!(
             sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err(),
@@ -1641,7 +1793,7 @@ mod tests {
                 .is_err(),
             "the batch ran past another writer's lock"
         );
-        assert!(exec.lock_writer().await.unwrap().is_none());
+        assert!(exec.lock_writer().await.unwrap().conn.is_none());
         sqlx::query("ROLLBACK").execute(&mut *other).await.unwrap();
         drop(other);
         let outcomes = exec.execute_batch(&[open(2), open(3)]).await.unwrap();
@@ -1653,6 +1805,153 @@ mod tests {
             "{outcomes:?}"
         );
         assert_eq!(exec.progress().await.unwrap().last_seq(0), Some(3));
+        exec.close().await;
+    }
+
+    /// The no-op application, but computing its results inside the transaction, as any
+    /// application with statements must: the usual two hand-offs per batch.
+    struct NoopInTransaction;
+
+    impl Application for NoopInTransaction {
+        fn name(&self) -> &'static str {
+            Noop.name()
+        }
+
+        fn schema(&self, backend: Backend) -> Vec<String> {
+            Noop.schema(backend)
+        }
+
+        fn partitions(&self, operation: &[u8]) -> Result<Vec<PartitionId>, crate::AppError> {
+            Noop.partitions(operation)
+        }
+
+        async fn execute(
+            &self,
+            tx: &mut AnyConnection,
+            operation: &[u8],
+        ) -> Result<Vec<u8>, ExecError> {
+            Noop.execute(tx, operation).await
+        }
+
+        fn state_tables(&self) -> Vec<(&'static str, &'static str)> {
+            Noop.state_tables()
+        }
+    }
+
+    /// The no-op execution of `order` at `positions`, with a payload of `order` bytes.
+    fn noop(order: u64, positions: &[(PartitionId, u64)]) -> Execution {
+        let partitions = positions.iter().map(|&(p, _)| p).collect();
+        Execution {
+            order,
+            positions: positions.to_vec(),
+            operation: crate::noop::NoopOp {
+                partitions,
+                payload: vec![7; order as usize],
+            }
+            .encode(),
+        }
+    }
+
+    async fn open_at<A: Application>(dir: &tempfile::TempDir, app: A) -> Executor<A> {
+        Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), app, 3)
+            .await
+            .unwrap()
+    }
+
+    /// Batches of an application without statements run in one hand-off once the writer
+    /// knows the progress it committed, and leave exactly the results, progress and state
+    /// digest that the usual two hand-offs leave.
+    #[tokio::test]
+    async fn batches_in_one_handoff_leave_what_two_handoffs_leave() {
+        let batches = [
+            vec![noop(1, &[(0, 1)]), noop(2, &[(1, 1)]), noop(3, &[(0, 2)])],
+            vec![noop(4, &[(0, 3), (1, 2), (2, 1)])],
+            vec![noop(5, &[(2, 2)]), noop(6, &[(2, 3)])],
+            // A repeat and an early one: neither is ready by the committed progress.
+            vec![noop(6, &[(2, 3)]), noop(8, &[(1, 4)])],
+            vec![noop(7, &[(1, 3)]), noop(8, &[(1, 4)])],
+        ];
+        let (one_dir, two_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = open_at(&one_dir, Noop).await;
+        let two = open_at(&two_dir, NoopInTransaction).await;
+        for batch in &batches {
+            let (a, b) = (
+                one.execute_batch(batch).await,
+                two.execute_batch(batch).await,
+            );
+            assert_eq!(a.unwrap(), b.unwrap());
+        }
+        // The first batch reads the progress; the repeat and the early one make the fourth
+        // take the usual way, which reads it again.
+        assert_eq!(one.batches_in_one_handoff(), 3);
+        assert_eq!(two.batches_in_one_handoff(), 0);
+        assert_eq!(one.progress().await.unwrap(), two.progress().await.unwrap());
+        assert_eq!(one.digest().await.unwrap(), two.digest().await.unwrap());
+        for order in 1..=8 {
+            let stored = one.stored_result(order).await.unwrap();
+            assert_eq!(stored, two.stored_result(order).await.unwrap());
+            assert!(stored.is_some(), "order {order} has no stored result");
+        }
+        one.close().await;
+        two.close().await;
+    }
+
+    /// Another writer of the file (outside the executor's lock: another process, say) makes
+    /// the committed progress stale. The one-hand-off list's INSERT refuses an order executed
+    /// meanwhile and its UPDATE a position taken meanwhile, both before the COMMIT; the batch
+    /// then runs the usual way, which reads the progress. Nothing executes twice.
+    #[tokio::test]
+    async fn a_stale_committed_progress_executes_nothing_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = open_at(&dir, Noop).await;
+        exec.execute_batch(&[noop(1, &[(0, 1)])]).await.unwrap();
+        let other = open_at(&dir, NoopInTransaction).await;
+        let two = noop(2, &[(0, 2)]);
+        let executed = other.execute_batch(std::slice::from_ref(&two)).await;
+        other.close().await;
+        let Outcome::Executed(result) = &executed.unwrap()[0] else {
+            panic!("order 2 did not execute")
+        };
+
+        // Order 2 again: the INSERT collides, the usual way finds the stored result.
+        let outcomes = exec
+            .execute_batch(std::slice::from_ref(&two))
+            .await
+            .unwrap();
+        assert_eq!(outcomes, vec![Outcome::AlreadyExecuted(result.clone())]);
+        assert_eq!(exec.batches_in_one_handoff(), 0);
+
+        // Another order at a position taken meanwhile: the UPDATE refuses it.
+        exec.execute_batch(&[noop(3, &[(1, 1)])]).await.unwrap();
+        assert_eq!(exec.batches_in_one_handoff(), 1);
+        let other = open_at(&dir, NoopInTransaction).await;
+        other.execute_batch(&[noop(4, &[(1, 2)])]).await.unwrap();
+        other.close().await;
+        let taken = exec.execute_batch(&[noop(5, &[(1, 2)])]).await;
+        assert!(
+            matches!(taken, Err(DbError::Conflict { order: 5, .. })),
+            "{taken:?}"
+        );
+        assert_eq!(exec.stored_result(5).await.unwrap(), None);
+        assert_eq!(exec.progress().await.unwrap().last_seq(1), Some(2));
+        assert_eq!(exec.batches_in_one_handoff(), 1);
+        exec.close().await;
+    }
+
+    /// Any other writer under the lock (a state transfer's install, forgetting results)
+    /// makes the executions' writer read the progress again.
+    #[tokio::test]
+    async fn another_writer_under_the_lock_clears_the_committed_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = open_at(&dir, Noop).await;
+        exec.execute_batch(&[noop(1, &[(0, 1)])]).await.unwrap();
+        exec.execute_batch(&[noop(2, &[(0, 2)])]).await.unwrap();
+        assert_eq!(exec.batches_in_one_handoff(), 1);
+        assert_eq!(exec.forget_results_through(2).await.unwrap(), 2);
+        exec.execute_batch(&[noop(3, &[(0, 3)])]).await.unwrap();
+        assert_eq!(exec.batches_in_one_handoff(), 1);
+        exec.execute_batch(&[noop(4, &[(0, 4)])]).await.unwrap();
+        assert_eq!(exec.batches_in_one_handoff(), 2);
         exec.close().await;
     }
 

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 
-use crate::app::{Application, Backend, PartitionId};
+use crate::app::{Application, Backend, BatchFailure, PartitionId};
 use crate::canonical::{decode_exact, encode};
 use crate::error::{AppError, ExecError};
 
@@ -67,13 +67,28 @@ impl Application for Noop {
         _tx: &mut AnyConnection,
         operation: &[u8],
     ) -> Result<Vec<u8>, ExecError> {
-        let op = NoopOp::decode(operation)?;
-        Ok((op.payload.len() as u64).to_be_bytes().to_vec())
+        result(operation)
+    }
+
+    fn results_without_database(
+        &self,
+        operations: &[&[u8]],
+    ) -> Option<Result<Vec<Vec<u8>>, BatchFailure>> {
+        let results = operations.iter().enumerate().map(|(index, operation)| {
+            result(operation).map_err(|error| BatchFailure { index, error })
+        });
+        Some(results.collect())
     }
 
     fn state_tables(&self) -> Vec<(&'static str, &'static str)> {
         Vec::new()
     }
+}
+
+/// A no-op operation's result: its payload's length.
+fn result(operation: &[u8]) -> Result<Vec<u8>, ExecError> {
+    let op = NoopOp::decode(operation)?;
+    Ok((op.payload.len() as u64).to_be_bytes().to_vec())
 }
 
 #[cfg(test)]

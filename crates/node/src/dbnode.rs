@@ -204,6 +204,9 @@ async fn run_app<A: Application>(
                     Metrics::observe(&metrics.execution_seconds, took);
                     metrics.batch_size.observe(batch.len() as f64);
                     metrics.executions.inc_by(batch.len() as u64);
+                    let at_once = executor.batches_in_one_handoff();
+                    let counted = metrics.transactions_in_one_handoff.get();
+                    metrics.transactions_in_one_handoff.inc_by(at_once.saturating_sub(counted));
                     if let Some(last) = batch.iter().map(|e| e.order).max() {
                         if last > metrics.highest_order.get() {
                             metrics.highest_order.set(last);

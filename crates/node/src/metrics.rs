@@ -40,6 +40,8 @@ pub struct Metrics {
     /// Operations executed (database node).
     pub executions: Counter,
     pub execution_seconds: Histogram,
+    /// Database transactions that took one hand-off to SQLite's thread (database node).
+    pub transactions_in_one_handoff: Counter,
     /// Highest global order executed (database node): compare across nodes to see a lagging one.
     pub highest_order: Gauge<u64, AtomicU64>,
     /// REPLYs sent (replica) or REPLY-COMMIT-DBs sent (database node).
@@ -182,6 +184,7 @@ impl Metrics {
             persist_seconds: seconds(),
             executions: Counter::default(),
             execution_seconds: seconds(),
+            transactions_in_one_handoff: Counter::default(),
             highest_order: Gauge::default(),
             replies: Counter::default(),
             reply_seconds: seconds(),
@@ -241,6 +244,12 @@ impl Metrics {
             "execution_seconds",
             "Time per database transaction (a batch of executions)",
             m.execution_seconds.clone(),
+        );
+        r.register(
+            "transactions_in_one_handoff",
+            "SQLite transactions opened, written and committed in one hand-off (an application \
+             without statements, every execution ready by the last committed progress)",
+            m.transactions_in_one_handoff.clone(),
         );
         r.register(
             "highest_order",
