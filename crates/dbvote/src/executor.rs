@@ -1468,7 +1468,16 @@ mod tests {
 
     /// A bank executor over a SQLite file in `dir`.
     async fn sqlite(dir: &tempfile::TempDir, partitions: u32) -> Executor<Bank> {
-        Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), Bank, partitions)
+        sqlite_for(dir, Bank, partitions).await
+    }
+
+    /// An executor of `app` over the SQLite file in `dir`.
+    async fn sqlite_for<A: Application>(
+        dir: &tempfile::TempDir,
+        app: A,
+        partitions: u32,
+    ) -> Executor<A> {
+        Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), app, partitions)
             .await
             .unwrap()
     }
@@ -1853,9 +1862,7 @@ mod tests {
     }
 
     async fn open_at<A: Application>(dir: &tempfile::TempDir, app: A) -> Executor<A> {
-        Executor::open(&sqlite_url(&dir.path().join("n.sqlite")), app, 3)
-            .await
-            .unwrap()
+        sqlite_for(dir, app, 3).await
     }
 
     /// Batches of an application without statements run in one hand-off once the writer
