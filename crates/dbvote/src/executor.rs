@@ -716,10 +716,9 @@ impl<A: Application> Executor<A> {
             let outcomes = self
                 .run_locked(&mut conn, plans, executions, &mut progress, &mut unstored)
                 .await?;
-            let list = bk::store_move_commit;
             self.store_move_commit(
                 &mut conn,
-                list,
+                bk::store_move_commit,
                 plans,
                 &outcomes,
                 &mut unstored,
@@ -788,9 +787,9 @@ impl<A: Application> Executor<A> {
         let outcomes: Vec<Outcome> = results.into_iter().map(Outcome::Executed).collect();
         let mut unstored = all;
         let list = bk::begin_store_move_commit;
-        match (self.store_move_commit(conn, list, plans, &outcomes, &mut unstored, &mut progress))
-            .await
-        {
+        let stored =
+            self.store_move_commit(conn, list, plans, &outcomes, &mut unstored, &mut progress);
+        match stored.await {
             Ok(()) => Ok(Some((outcomes, progress.now()))),
             Err(failure) => {
                 let why = match failure {
