@@ -182,7 +182,7 @@ pub(crate) struct Writer {
     /// batch runs and put back only after its commit, and cleared whenever anything else takes
     /// the writer lock ([`Executor::lock_writer`]: a state transfer's install moves the
     /// progress), so it is what the database holds: the executor is the file's one writer.
-    committed: Option<Vec<PartitionProgress>>,
+    committed: Option<TxProgress>,
 }
 
 /// A validated execution, in the database's integer types.
@@ -238,11 +238,6 @@ impl TxProgress {
             .values()
             .filter(|(found, now)| *found != now.last_seq);
         moved.count()
-    }
-
-    /// The progress this transaction sees, every partition it knows.
-    fn now(&self) -> Vec<PartitionProgress> {
-        self.known.values().map(|(_, now)| *now).collect()
     }
 
     /// The partitions moved since they were read or last written: (partition, last_seq in
@@ -730,7 +725,7 @@ impl<A: Application> Executor<A> {
         match run.await {
             Ok(outcomes) => {
                 writer.conn = Some(conn);
-                writer.committed = Some(progress.now());
+                writer.committed = Some(progress);
                 Ok(outcomes)
             }
             Err(Failure::Db(e)) => Err(e),
@@ -760,13 +755,11 @@ impl<A: Application> Executor<A> {
         conn: &mut AnyConnection,
         plans: &[Plan],
         executions: &[Execution],
-        committed: Vec<PartitionProgress>,
-    ) -> Result<Option<(Vec<Outcome>, Vec<PartitionProgress>)>, DbError> {
+        mut progress: TxProgress,
+    ) -> Result<Option<(Vec<Outcome>, TxProgress)>, DbError> {
         if plans.len() > bk::EXACT_ROWS {
             return Ok(None);
         }
-        let mut progress = TxProgress::default();
-        progress.learn(&committed);
         for plan in plans {
             match progress.rows(plan) {
                 Some(rows) if matches!(readiness(&rows, plan), Readiness::Ready) => {
@@ -790,7 +783,7 @@ impl<A: Application> Executor<A> {
         let stored =
             self.store_move_commit(conn, list, plans, &outcomes, &mut unstored, &mut progress);
         match stored.await {
-            Ok(()) => Ok(Some((outcomes, progress.now()))),
+            Ok(()) => Ok(Some((outcomes, progress))),
             Err(failure) => {
                 let why = match failure {
                     Failure::Db(e) => e.to_string(),
