@@ -6,12 +6,16 @@
 
 use crate::metrics::Metrics;
 use crate::NodeError;
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Instant;
-use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::sync::mpsc;
 use usig::daemon::client::UsigdClient;
 use usig::daemon::protocol::MAX_FRAME;
@@ -100,7 +104,7 @@ impl UsigWorker {
 struct Link {
     client: UsigdClient,
     /// `None` after a failed recovery: the next warrant reconnects.
-    stream: Option<UnixStream>,
+    stream: Option<UsigdSocket>,
     socket: String,
 }
 
@@ -159,11 +163,10 @@ impl Link {
 }
 
 /// Sends the request for a warrant over `digest` and reads usigd's answer.
-async fn exchange(stream: &mut UnixStream, digest: &MessageDigest) -> Result<Vec<u8>, UsigError> {
+async fn exchange(stream: &mut UsigdSocket, digest: &MessageDigest) -> Result<Vec<u8>, UsigError> {
     let io = |e: String| UsigError::Daemon(format!("usigd connection: {e}"));
     stream
-        .write_all(&UsigdClient::create_frame(digest)?)
-        .await
+        .send(&UsigdClient::create_frame(digest)?)
         .map_err(|e| io(e.to_string()))?;
     net::frame::read_frame(stream, MAX_FRAME)
         .await
@@ -172,16 +175,55 @@ async fn exchange(stream: &mut UnixStream, digest: &MessageDigest) -> Result<Vec
 }
 
 /// The client's connected socket on this runtime.
-fn tokio_stream(
-    stream: Option<std::os::unix::net::UnixStream>,
-) -> Result<Option<UnixStream>, UsigError> {
-    let io = |e: std::io::Error| UsigError::Daemon(format!("usigd connection: {e}"));
-    stream
-        .map(|s| {
-            s.set_nonblocking(true).map_err(io)?;
-            UnixStream::from_std(s).map_err(io)
-        })
-        .transpose()
+fn tokio_stream(stream: Option<UnixStream>) -> Result<Option<UsigdSocket>, UsigError> {
+    let io = |e: io::Error| UsigError::Daemon(format!("usigd connection: {e}"));
+    stream.map(|s| UsigdSocket::new(s).map_err(io)).transpose()
+}
+
+/// usigd's socket, watched by the runtime for input alone. A Unix socket tells its watchers
+/// each time the peer reads what was written to it (there is room to write again); registered
+/// for writing too, as tokio's `UnixStream` is, the node's thread would wake for nothing each
+/// time usigd reads a request. Writes do not wait instead: a request is a few dozen bytes and
+/// the cores keep at most one in flight, so a socket without room for it means usigd stopped
+/// reading, and the request fails into the recovery path.
+struct UsigdSocket(AsyncFd<UnixStream>);
+
+impl UsigdSocket {
+    fn new(stream: UnixStream) -> io::Result<Self> {
+        stream.set_nonblocking(true)?;
+        // SAFETY: a `UnixStream` owns its descriptor: open, and the one `as_raw_fd` returns,
+        // until the stream is dropped with the `AsyncFd`.
+        let registered = unsafe { AsyncFd::register_with_interest(stream, Interest::READABLE) };
+        Ok(UsigdSocket(registered?))
+    }
+
+    /// Writes the whole of `frame` now, or fails.
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        match self.0.get_ref().write(frame) {
+            Ok(written) if written == frame.len() => Ok(()),
+            Ok(_) => Err(io::Error::other("usigd took part of a request")),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(io::Error::other("usigd is not reading its socket"))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl AsyncRead for UsigdSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let mut ready = std::task::ready!(self.0.poll_read_ready(cx))?;
+            if let Ok(read) = ready.try_io(|fd| fd.get_ref().read(buf.initialize_unfilled())) {
+                buf.advance(read?);
+                return Poll::Ready(Ok(()));
+            }
+        }
+    }
 }
 
 /// Warrants each message that arrives on `incoming`, in order, until the node lets go.
@@ -224,6 +266,34 @@ mod tests {
     use super::*;
     use usig::daemon::config::IdentityConfig;
     use usig::daemon::{Usigd, UsigdConfig};
+
+    /// usigd's socket, watched for input alone: a request it has no room for fails at once,
+    /// naming usigd, instead of waiting; an answer that arrives in pieces is still read whole.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_socket_fails_the_request_and_answers_arrive_whole() {
+        let (ours, mut theirs) = UnixStream::pair().expect("socket pair");
+        let socket = UsigdSocket::new(ours).expect("register");
+        let frame = vec![0u8; 64 * 1024];
+        let refused = loop {
+            if let Err(e) = socket.send(&frame) {
+                break e;
+            }
+        };
+        assert!(refused.to_string().contains("usigd"), "{refused}");
+
+        let mut answer = Vec::new();
+        wire::write_frame(&mut answer, b"warrant", MAX_FRAME).expect("frame");
+        let rest = answer.split_off(2);
+        theirs.write_all(&answer).expect("first piece");
+        let reading = tokio::spawn(async move {
+            let mut socket = socket;
+            net::frame::read_frame(&mut socket, MAX_FRAME).await
+        });
+        tokio::task::yield_now().await;
+        theirs.write_all(&rest).expect("the rest");
+        let read = reading.await.expect("task").expect("a frame");
+        assert_eq!(read.as_deref(), Some(&b"warrant"[..]));
+    }
 
     /// On the node's own runtime, warrants come back in order; when usigd is killed and
     /// restarted between two warrants, the next one is recovered on the blocking path and the

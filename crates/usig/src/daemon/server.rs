@@ -11,6 +11,7 @@ use crate::warrant::{MessageDigest, UniqueWarrant, UsigId};
 use crate::{Usig, UsigError};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -267,6 +268,7 @@ fn accept_loop(listener: UnixListener, identity: UsigId, shared: Arc<Shared>) {
 fn serve(mut stream: UnixStream, identity: UsigId, shared: &Shared) {
     let mut greeted = false;
     loop {
+        wait_readable(&stream);
         let request = match wire::read_frame(&mut stream, MAX_FRAME) {
             Ok(Some(frame)) => wire::decode::<Request>(&frame).map_err(|e| e.to_string()),
             Ok(None) => return,
@@ -310,6 +312,23 @@ fn serve(mut stream: UnixStream, identity: UsigId, shared: &Shared) {
             return;
         }
     }
+}
+
+/// Blocks until `stream` has something to read, has closed or has failed (what the read after
+/// it then finds). Waiting here rather than in the read saves a wake-up per warrant: a thread
+/// blocked in a Unix socket's read is woken each time its peer reads what the thread sent (the
+/// socket has room to write again), then finds nothing and blocks again, while `poll` asked for
+/// input alone sleeps through that wake-up.
+fn wait_readable(stream: &UnixStream) {
+    let mut waiting = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd` for an open descriptor `stream` owns, for the whole call.
+    while unsafe { libc::poll(&mut waiting, 1, -1) } < 0
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    {}
 }
 
 fn handle(request: Request, identity: UsigId, shared: &Shared) -> Response {
