@@ -4,13 +4,15 @@
 # minutes and only runs taken side by side compare.
 # Usage: benches/ab.sh OLD_BINARY NEW_BINARY PAIRS OUT_DIR [cloudbft bench flags...]
 # Pair i runs OLD then NEW when i is odd, NEW then OLD when it is even (so a drift during a
-# pair favours neither side), each writing OUT_DIR/{old,new}/run-i.json. At the end it prints
-# every pair's throughput and CPU per operation with their ratio new/old, the median ratios,
-# and `cloudbft bench compare` of the two directories (the medians of each figure).
-# A guide for reviews, not a test: it never fails because a figure got worse.
+# pair favours neither side), each writing OUT_DIR/{old,new}/run-i.json and run-i.log (its
+# output). At the end it prints every pair's throughput and CPU per operation with their ratio
+# new/old, the median ratios, and `cloudbft bench compare` of the two directories (the medians
+# of each figure).
+# A guide for reviews, not a test: it never fails because a figure got worse. Give it one
+# binary and a copy of it to see how far apart identical builds land at the moment.
 set -euo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,10p' "$0" >&2
+  sed -n '2,13p' "$0" >&2
   exit 2
 fi
 old=$(realpath "$1")
@@ -24,7 +26,12 @@ figure() { tr -d ' \n' < "$1" | grep -o "\"$2\":[0-9.eE+-]*" | head -1 | cut -d:
 run() {
   local side=$1 bin=$2 i=$3
   echo "== pair $i, $side ($("$bin" --version))" >&2
-  "$bin" bench "${flags[@]}" --json "$out/$side/run-$i.json" | grep -E 'ops/s|CPU per' >&2
+  local log=$out/$side/run-$i.log
+  if ! "$bin" bench "${flags[@]}" --json "$out/$side/run-$i.json" > "$log" 2>&1; then
+    cat "$log" >&2
+    exit 1
+  fi
+  grep -E 'ops/s|CPU per' "$log" >&2
 }
 flags=("$@")
 for i in $(seq 1 "$pairs"); do
