@@ -12,7 +12,7 @@
 # binary and a copy of it to see how far apart identical builds land at the moment.
 set -euo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,12p' "$0" >&2
   exit 2
 fi
 old=$(realpath "$1")
