@@ -779,9 +779,14 @@ impl<A: Application> Executor<A> {
         let results = self.app_results(plans, &all, results)?;
         let outcomes: Vec<Outcome> = results.into_iter().map(Outcome::Executed).collect();
         let mut unstored = all;
-        let list = bk::begin_store_move_commit;
-        let stored =
-            self.store_move_commit(conn, list, plans, &outcomes, &mut unstored, &mut progress);
+        let stored = self.store_move_commit(
+            conn,
+            bk::begin_store_move_commit,
+            plans,
+            &outcomes,
+            &mut unstored,
+            &mut progress,
+        );
         match stored.await {
             Ok(()) => Ok(Some((outcomes, progress))),
             Err(failure) => {

@@ -50,7 +50,7 @@ impl UsigWorker {
             source,
         };
         let mut client = UsigdClient::connect(socket, identity).map_err(failed)?;
-        let stream = tokio_stream(client.take_stream()).map_err(failed)?;
+        let stream = usigd_socket(client.take_stream()).map_err(failed)?;
         let (requests, incoming) = mpsc::unbounded_channel::<Vec<u8>>();
         let (results, warranted) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
@@ -149,7 +149,7 @@ impl Link {
         })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        let stream = tokio_stream(stream).unwrap_or_else(|e| {
+        let stream = usigd_socket(stream).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "usigd connection not usable; reconnecting at the next warrant");
             None
         });
@@ -174,8 +174,8 @@ async fn exchange(stream: &mut UsigdSocket, digest: &MessageDigest) -> Result<Ve
         .ok_or_else(|| io("closed by usigd".into()))
 }
 
-/// The client's connected socket on this runtime.
-fn tokio_stream(stream: Option<UnixStream>) -> Result<Option<UsigdSocket>, UsigError> {
+/// The client's connected socket, watched by this runtime.
+fn usigd_socket(stream: Option<UnixStream>) -> Result<Option<UsigdSocket>, UsigError> {
     let io = |e: io::Error| UsigError::Daemon(format!("usigd connection: {e}"));
     stream.map(|s| UsigdSocket::new(s).map_err(io)).transpose()
 }
