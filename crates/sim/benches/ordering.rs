@@ -1,7 +1,9 @@
 //! The ordering path alone: the primary and one group of 2f+1 replicas (with 2f+1 database
 //! voters and a trivial executor) in one process on one thread, over in-memory queues, with
 //! real envelopes, soft-USIG warrants and Ed25519 signatures; 256 closed-loop clients with
-//! pre-signed requests (`sim::inproc` says exactly what is and is not included).
+//! pre-signed requests (`sim::inproc` says exactly what is and is not included). The
+//! `-decisions` case stops at f+1 replicas' decisions: the ordering alone, without execution,
+//! as other MinBFT implementations are measured.
 //!
 //! `cargo bench -p cloudbft-sim --bench ordering`: criterion reports requests/s (each request
 //! completed with f+1 matching REPLYs) as "thrpt". Setting `ORDERING_ONCE=1` runs each case
@@ -9,7 +11,7 @@
 //! docs/performance.md has figures.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sim::inproc::{Harness, Options};
+use sim::inproc::{Harness, Options, Through};
 use std::time::Duration;
 
 /// The allocator the `cloudbft` binary runs with, so that these figures match its nodes'.
@@ -22,6 +24,13 @@ const PER_CLIENT: u64 = 20;
 fn cases() -> Vec<(&'static str, Options)> {
     vec![
         ("f1-batch64", Options::standard(PER_CLIENT)),
+        (
+            "f1-batch64-decisions",
+            Options {
+                through: Through::Decisions,
+                ..Options::standard(PER_CLIENT)
+            },
+        ),
         (
             "f1-batch1",
             Options {

@@ -24,6 +24,11 @@
 //! the queue comes, as the drivers' USIG threads answer later: requests that arrive meanwhile
 //! wait at the primary and go in the next PREPARE, which is how batches form.
 //!
+//! [`Through::Decisions`] stops the path at the ordering itself, the terms other MinBFT
+//! implementations are measured on (no execution): a request is done once f+1 replicas decided
+//! it with the same order and body (their COMMIT-DBs, encoded once each as the driver does, go
+//! to no database node), and no voter, REPLY-COMMIT-DB, page or REPLY takes part.
+//!
 //! `cargo bench -p cloudbft-sim --bench ordering` measures it; docs/performance.md has figures.
 
 use crate::run::{replica_core, rule, SimRule};
@@ -31,7 +36,10 @@ use dbvote::voter::{VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore};
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::testing::{client_key, endpoint_key, node_key, usig, TestCluster};
-use proto::{ClientId, Envelope, GroupId, Message, NodeId, PartitionRule, Proposal, Request, View};
+use proto::{
+    ClientId, CommitDb, Envelope, Execution, GroupId, Message, NodeId, PartitionRule, Proposal,
+    Request, View,
+};
 use ring::hmac;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
@@ -57,6 +65,17 @@ pub struct Options {
     /// each round of requests (one per client) is signed in batches of this many, about what
     /// the REPLYs of one PREPARE release at once; 1: every client signs alone with its own key.
     pub sign_batch: usize,
+    /// Where a request counts as done.
+    pub through: Through,
+}
+
+/// Where a request's path ends in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Through {
+    /// f+1 matching REPLYs at the client: ordering, execution by the voters, pages.
+    Replies,
+    /// f+1 replicas decided it with the same order and body: the ordering alone.
+    Decisions,
 }
 
 impl Options {
@@ -70,6 +89,7 @@ impl Options {
             max_batch: 64,
             pipeline: primary::pacing::DEFAULT_DEPTH,
             sign_batch: 64,
+            through: Through::Replies,
         }
     }
 }
@@ -77,7 +97,8 @@ impl Options {
 /// What a run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Requests that got f+1 matching REPLYs.
+    /// Requests that got f+1 matching REPLYs (with [`Through::Decisions`], f+1 replicas'
+    /// matching decisions).
     pub completed: u64,
     /// PREPAREs broadcast and the client requests they carried.
     pub prepares: u64,
@@ -92,7 +113,8 @@ pub struct Report {
     /// Actions of the repair, view-change and recovery paths, which a loss-free run with a
     /// correct primary never needs.
     pub unexpected: u64,
-    /// Per request, by (client, timestamp): the replicas whose REPLY matched the accepted page.
+    /// Per request, by (client, timestamp): the replicas whose REPLY matched the accepted page
+    /// (with [`Through::Decisions`], whose decision matched the accepted one).
     pub matching: BTreeMap<(ClientId, u64), usize>,
 }
 
@@ -126,6 +148,10 @@ struct Client {
     votes: BTreeMap<Vec<u8>, BTreeSet<NodeId>>,
     /// The accepted page of each request, to check the replies that come after it.
     accepted: BTreeMap<u64, Vec<u8>>,
+    /// [`Through::Decisions`]: the replicas' decisions of the outstanding request, each with
+    /// the replicas that made it, and the accepted decision of each request.
+    decisions: Vec<(Execution, BTreeSet<NodeId>)>,
+    decided: BTreeMap<u64, Execution>,
 }
 
 struct Replica {
@@ -248,6 +274,8 @@ impl Harness {
                 outstanding: None,
                 votes: BTreeMap::new(),
                 accepted: BTreeMap::new(),
+                decisions: Vec::new(),
+                decided: BTreeMap::new(),
             })
             .collect();
         Harness {
@@ -335,6 +363,7 @@ impl Harness {
     fn next_request(&mut self, i: usize) {
         let client = &mut self.clients[i];
         client.votes.clear();
+        client.decisions.clear();
         client.outstanding = client.requests.pop_front();
         if let Some(request) = client.outstanding.clone() {
             self.ready.push(request);
@@ -514,6 +543,16 @@ impl Harness {
                     drop(executions);
                     queue.extend(self.replicas[i].core.persisted(slot))
                 }
+                ReplicaAction::SendCommitDb { to, commit_db }
+                    if self.options.through == Through::Decisions =>
+                {
+                    // A COMMIT-DB to every database node is the decision; one to a single
+                    // node is a re-send, which a loss-free run never makes.
+                    match to {
+                        None => self.decided(i, commit_db),
+                        Some(_) => self.report.unexpected += 1,
+                    }
+                }
                 ReplicaAction::SendCommitDb { to, commit_db } => {
                     let dbs: Vec<Addr> = (0..self.dbs.len())
                         .filter(|&j| to.is_none_or(|to| to == self.db_ids[j]))
@@ -549,6 +588,72 @@ impl Harness {
         if !replies.is_empty() {
             let me = self.replica_ids[i];
             self.send_linked(me, [Addr::Endpoint], &Message::Replies(replies));
+        }
+        if self.options.through == Through::Decisions {
+            self.send_ready();
+        }
+    }
+
+    /// [`Through::Decisions`]: replica `i` decided the executions of `commit_db`. Its COMMIT-DB
+    /// is encoded, as the driver encodes it once for every database node, and goes nowhere; f+1
+    /// replicas with the same execution of a client's outstanding request complete it.
+    fn decided(&mut self, i: usize, commit_db: CommitDb) {
+        let message = Message::CommitDb(commit_db);
+        std::hint::black_box(Envelope::encode(&message));
+        let Message::CommitDb(commit_db) = message else {
+            unreachable!("built above")
+        };
+        let me = self.replica_ids[i];
+        for execution in commit_db.executions {
+            self.client_decision(me, execution);
+        }
+    }
+
+    /// A replica's decision of a client's request, as [`Harness::client_reply`] takes a REPLY.
+    fn client_decision(&mut self, from: NodeId, execution: Execution) {
+        let at = usize::try_from(execution.request.client.0)
+            .ok()
+            .and_then(|c| c.checked_sub(1));
+        let Some(i) = at.filter(|&i| i < self.clients.len()) else {
+            self.report.bad_replies += 1;
+            return;
+        };
+        let f = self.options.f;
+        let client = &mut self.clients[i];
+        let timestamp = execution.request.timestamp;
+        if let Some(accepted) = client.decided.get(&timestamp) {
+            // A decision after the request completed: it must match too.
+            if *accepted == execution {
+                *self
+                    .report
+                    .matching
+                    .entry((client.id, timestamp))
+                    .or_default() += 1;
+            } else {
+                self.report.bad_replies += 1;
+            }
+            return;
+        }
+        let current = client.outstanding.as_ref().map(|r| r.timestamp);
+        if current != Some(timestamp) || execution.request.client != client.id {
+            self.report.bad_replies += 1;
+            return;
+        }
+        let at = match client.decisions.iter().position(|(e, _)| *e == execution) {
+            Some(at) => at,
+            None => {
+                client.decisions.push((execution, BTreeSet::new()));
+                client.decisions.len() - 1
+            }
+        };
+        let (execution, voters) = &mut client.decisions[at];
+        voters.insert(from);
+        if voters.len() > f {
+            let matched = voters.len();
+            self.report.matching.insert((client.id, timestamp), matched);
+            client.decided.insert(timestamp, execution.clone());
+            self.report.completed += 1;
+            self.next_request(i);
         }
     }
 

@@ -2,7 +2,7 @@
 //! times) is correct: every request gets f+1 matching REPLYs, and once the run drains every
 //! replica's REPLY matches, with batches and without.
 
-use sim::inproc::{Harness, Options};
+use sim::inproc::{Harness, Options, Through};
 
 fn check(options: Options) {
     let f = options.f;
@@ -54,4 +54,27 @@ fn two_faults_tolerated_group() {
         requests_per_client: 5,
         ..Options::standard(5)
     });
+}
+
+/// The ordering alone (`Through::Decisions`, the bench's `f1-batch64-decisions`): every request
+/// is decided by f+1 replicas with the same order and body, and once the run drains by all
+/// 2f+1, without a database voter, a REPLY-COMMIT-DB or a REPLY.
+#[test]
+fn decisions_alone_match_at_every_replica() {
+    let options = Options {
+        through: Through::Decisions,
+        ..Options::standard(3)
+    };
+    let harness = Harness::new(options);
+    let requests = harness.requests();
+    let report = harness.run();
+    assert_eq!(report.completed, requests, "{report:?}");
+    assert_eq!(report.ordered, requests, "each request ordered once");
+    assert_eq!(report.matching.len() as u64, requests);
+    assert!(report.matching.values().all(|&m| m == 3), "{report:?}");
+    assert_eq!(report.replies, 0, "no REPLY on this path");
+    assert_eq!(report.bad_replies, 0);
+    assert_eq!(report.rejected, 0, "{report:?}");
+    assert_eq!(report.unexpected, 0, "{report:?}");
+    assert!(report.prepares < requests / 4, "batches formed: {report:?}");
 }
