@@ -144,14 +144,18 @@ struct Client {
     /// Pre-signed requests, sent in order.
     requests: VecDeque<Request>,
     outstanding: Option<Request>,
-    /// Replies to the outstanding request, by page.
-    votes: BTreeMap<Vec<u8>, BTreeSet<NodeId>>,
-    /// The accepted page of each request, to check the replies that come after it.
-    accepted: BTreeMap<u64, Vec<u8>>,
-    /// [`Through::Decisions`]: the replicas' decisions of the outstanding request, each with
-    /// the replicas that made it, and the accepted decision of each request.
-    decisions: Vec<(Execution, BTreeSet<NodeId>)>,
-    decided: BTreeMap<u64, Execution>,
+    /// Votes on the outstanding request, by outcome, each with the replicas that cast it.
+    votes: Vec<(Outcome, BTreeSet<NodeId>)>,
+    /// The accepted outcome of each request, to check the votes that come after it.
+    accepted: BTreeMap<u64, Outcome>,
+}
+
+/// What a replica vouches for about a request: the page of its REPLY, or with
+/// [`Through::Decisions`] the execution it decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    Page(Vec<u8>),
+    Decision(Execution),
 }
 
 struct Replica {
@@ -272,10 +276,8 @@ impl Harness {
                 id: ClientId(c),
                 requests: requests.into(),
                 outstanding: None,
-                votes: BTreeMap::new(),
+                votes: Vec::new(),
                 accepted: BTreeMap::new(),
-                decisions: Vec::new(),
-                decided: BTreeMap::new(),
             })
             .collect();
         Harness {
@@ -363,7 +365,6 @@ impl Harness {
     fn next_request(&mut self, i: usize) {
         let client = &mut self.clients[i];
         client.votes.clear();
-        client.decisions.clear();
         client.outstanding = client.requests.pop_front();
         if let Some(request) = client.outstanding.clone() {
             self.ready.push(request);
@@ -609,52 +610,11 @@ impl Harness {
         }
     }
 
-    /// A replica's decision of a client's request, as [`Harness::client_reply`] takes a REPLY.
+    /// A replica's decision of a client's request, counted as [`Harness::client_reply`] counts
+    /// a REPLY.
     fn client_decision(&mut self, from: NodeId, execution: Execution) {
-        let at = usize::try_from(execution.request.client.0)
-            .ok()
-            .and_then(|c| c.checked_sub(1));
-        let Some(i) = at.filter(|&i| i < self.clients.len()) else {
-            self.report.bad_replies += 1;
-            return;
-        };
-        let f = self.options.f;
-        let client = &mut self.clients[i];
-        let timestamp = execution.request.timestamp;
-        if let Some(accepted) = client.decided.get(&timestamp) {
-            // A decision after the request completed: it must match too.
-            if *accepted == execution {
-                *self
-                    .report
-                    .matching
-                    .entry((client.id, timestamp))
-                    .or_default() += 1;
-            } else {
-                self.report.bad_replies += 1;
-            }
-            return;
-        }
-        let current = client.outstanding.as_ref().map(|r| r.timestamp);
-        if current != Some(timestamp) || execution.request.client != client.id {
-            self.report.bad_replies += 1;
-            return;
-        }
-        let at = match client.decisions.iter().position(|(e, _)| *e == execution) {
-            Some(at) => at,
-            None => {
-                client.decisions.push((execution, BTreeSet::new()));
-                client.decisions.len() - 1
-            }
-        };
-        let (execution, voters) = &mut client.decisions[at];
-        voters.insert(from);
-        if voters.len() > f {
-            let matched = voters.len();
-            self.report.matching.insert((client.id, timestamp), matched);
-            client.decided.insert(timestamp, execution.clone());
-            self.report.completed += 1;
-            self.next_request(i);
-        }
+        let (client, timestamp) = (execution.request.client, execution.request.timestamp);
+        self.vote(from, client, timestamp, Outcome::Decision(execution));
     }
 
     fn voter_actions(&mut self, i: usize, actions: Vec<VoterAction>) {
@@ -690,27 +650,33 @@ impl Harness {
     /// complete the request.
     fn client_reply(&mut self, from: Option<NodeId>, reply: proto::Reply) {
         self.report.replies += 1;
+        if from != Some(reply.replica) || !self.replica_ids.contains(&reply.replica) {
+            self.report.bad_replies += 1;
+            return;
+        }
+        let (client, timestamp) = (reply.client, reply.timestamp);
+        self.vote(reply.replica, client, timestamp, Outcome::Page(reply.page));
+    }
+
+    /// Replica `from`'s vote on request `timestamp` of `client`: f+1 distinct replicas with the
+    /// same outcome complete the request; a vote after that must match the accepted outcome.
+    fn vote(&mut self, from: NodeId, client: ClientId, timestamp: u64, outcome: Outcome) {
         // Clients 1..=n are at 0..n.
-        let at = usize::try_from(reply.client.0)
+        let at = usize::try_from(client.0)
             .ok()
             .and_then(|c| c.checked_sub(1));
         let Some(i) = at.filter(|&i| i < self.clients.len()) else {
             self.report.bad_replies += 1;
             return;
         };
-        if from != Some(reply.replica) || !self.replica_ids.contains(&reply.replica) {
-            self.report.bad_replies += 1;
-            return;
-        }
         let f = self.options.f;
         let client = &mut self.clients[i];
-        if let Some(page) = client.accepted.get(&reply.timestamp) {
-            // A reply after the request completed: it must match too.
-            if *page == reply.page {
+        if let Some(accepted) = client.accepted.get(&timestamp) {
+            if *accepted == outcome {
                 *self
                     .report
                     .matching
-                    .entry((client.id, reply.timestamp))
+                    .entry((client.id, timestamp))
                     .or_default() += 1;
             } else {
                 self.report.bad_replies += 1;
@@ -718,18 +684,23 @@ impl Harness {
             return;
         }
         let current = client.outstanding.as_ref().map(|r| r.timestamp);
-        if current != Some(reply.timestamp) || reply.client != client.id {
+        if current != Some(timestamp) {
             self.report.bad_replies += 1;
             return;
         }
-        let voters = client.votes.entry(reply.page.clone()).or_default();
-        voters.insert(reply.replica);
+        let at = match client.votes.iter().position(|(o, _)| *o == outcome) {
+            Some(at) => at,
+            None => {
+                client.votes.push((outcome, BTreeSet::new()));
+                client.votes.len() - 1
+            }
+        };
+        let (outcome, voters) = &mut client.votes[at];
+        voters.insert(from);
         if voters.len() > f {
             let matched = voters.len();
-            self.report
-                .matching
-                .insert((client.id, reply.timestamp), matched);
-            client.accepted.insert(reply.timestamp, reply.page);
+            self.report.matching.insert((client.id, timestamp), matched);
+            client.accepted.insert(timestamp, outcome.clone());
             self.report.completed += 1;
             self.next_request(i);
         }
