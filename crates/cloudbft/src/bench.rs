@@ -88,6 +88,19 @@ pub struct BenchArgs {
     /// another --db-prefix.
     #[arg(long)]
     pub drop_databases: bool,
+    /// Replace the cluster with responders that answer each request at once as a correct
+    /// group would (`cloudbft responders`: no ordering, no warrants, no database; no-op
+    /// only): the run then measures the load driver, or with --via-gateway the gateway, alone.
+    #[arg(long)]
+    pub responders: bool,
+    /// Post each operation as a browser would, the no-op form over HTTP/1.1 (kept-alive
+    /// connections) to a gateway started with the cluster, instead of calling the client
+    /// library in the driver (no-op on one partition only).
+    #[arg(long)]
+    pub via_gateway: bool,
+    /// Where the gateway of --via-gateway listens.
+    #[arg(long, default_value = "127.0.0.1:7299")]
+    pub gateway_addr: std::net::SocketAddr,
 }
 
 /// What a run measured: written by `--json`, read back by `cloudbft bench summary` and
@@ -101,6 +114,13 @@ pub struct Report {
     pub db: String,
     pub clients: u64,
     pub max_batch: usize,
+    /// The load met responders instead of the cluster (`--responders`; false in older
+    /// reports).
+    #[serde(default)]
+    pub responders: bool,
+    /// The load went through a gateway over HTTP (`--via-gateway`; false in older reports).
+    #[serde(default)]
+    pub via_gateway: bool,
     /// The primaries' `--pipeline` (0 in reports from before it existed: no limit then). Not
     /// in the label, so that `compare` pairs runs before and after it.
     #[serde(default)]
@@ -143,11 +163,19 @@ pub struct Report {
 
 impl Report {
     /// What was run, in one line: `noop f=1 groups=1 usig=soft db=sqlite clients=16
-    /// max_batch=64`.
+    /// max_batch=64`, then ` via=gateway` and ` responders` when they apply.
     pub fn label(&self) -> String {
         format!(
-            "{} f={} groups={} usig={} db={} clients={} max_batch={}",
-            self.application, self.f, self.groups, self.usig, self.db, self.clients, self.max_batch
+            "{} f={} groups={} usig={} db={} clients={} max_batch={}{}{}",
+            self.application,
+            self.f,
+            self.groups,
+            self.usig,
+            self.db,
+            self.clients,
+            self.max_batch,
+            if self.via_gateway { " via=gateway" } else { "" },
+            if self.responders { " responders" } else { "" },
         )
     }
 }
@@ -343,14 +371,19 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         client_endpoints: 2,
         application: args.application.clone(),
     };
+    check_load(&args)?;
     let (config, _) = prepare(&keygen)?;
-    empty_databases(&config)?;
-    let cluster = LocalCluster::start(
-        &config,
-        args.shape.usig,
-        false,
-        &LaunchOptions::measured(args.max_batch, args.pipeline, &args.pages),
-    )?;
+    let mut options = LaunchOptions::measured(args.max_batch, args.pipeline, &args.pages);
+    if args.via_gateway {
+        options.gateway = Some(args.gateway_addr);
+        options.gateway_args = unlimited_gateway(args.clients);
+    }
+    let cluster = if args.responders {
+        LocalCluster::responders(&config, &options)?
+    } else {
+        empty_databases(&config)?;
+        LocalCluster::start(&config, args.shape.usig, false, &options)?
+    };
     eprintln!("cluster up in {}", dir.display());
     // The load driver on one thread: its clients, signer and connections hand work to each
     // other without cross-thread wake-ups, and it leaves the other core to the cluster.
@@ -382,6 +415,89 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         eprintln!("wrote {}", timeline.display());
     }
     Ok(())
+}
+
+/// Refuses the combinations that the responders or the gateway's forms cannot run, naming the
+/// flag to change.
+fn check_load(args: &BenchArgs) -> Result<()> {
+    let single_noop = args.application == "noop" && args.multi_partition == 0.0;
+    if args.responders && args.application != "noop" {
+        bail!("--responders answer no-op requests only: drop --application or --responders");
+    }
+    if args.via_gateway && !single_noop {
+        bail!(
+            "--via-gateway posts the no-op form, which names one partition: use --application \
+             noop and --multi-partition 0"
+        );
+    }
+    Ok(())
+}
+
+/// The gateway's flags for a benchmark: every HTTP client comes from 127.0.0.1, so the
+/// per-address form rate and connection limits (there against floods) are lifted, and it
+/// serves at least as many requests at once as there are clients.
+fn unlimited_gateway(clients: u64) -> Vec<String> {
+    let room = (clients + 64).to_string();
+    [
+        "--forms-per-second",
+        "1000000",
+        "--form-burst",
+        "1000000",
+        "--max-concurrent",
+        &room,
+        "--max-connections",
+        &room,
+        "--max-connections-per-client",
+        &room,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Where a run's operations go: the client library in this process, or a gateway over HTTP.
+#[derive(Clone)]
+enum Load {
+    Library(client_plugin::ClientEndpoint),
+    Gateway(std::net::SocketAddr),
+}
+
+/// One closed-loop client's way to its [`Load`].
+enum Client {
+    Library(client_plugin::ClientEndpoint),
+    Gateway(crate::form_client::FormClient),
+}
+
+impl Load {
+    fn client(&self) -> Client {
+        match self {
+            Load::Library(endpoint) => Client::Library(endpoint.clone()),
+            Load::Gateway(at) => Client::Gateway(crate::form_client::FormClient::new(*at)),
+        }
+    }
+}
+
+impl Client {
+    /// Runs one operation; its retransmissions (the gateway does not say: 0).
+    async fn invoke(
+        &mut self,
+        partitions: Vec<proto::PartitionId>,
+        operation: Vec<u8>,
+    ) -> Result<u32> {
+        match self {
+            Client::Library(endpoint) => Ok(endpoint
+                .invoke(partitions, operation)
+                .await?
+                .retransmissions),
+            Client::Gateway(form) => {
+                // check_load allows only one-partition no-ops here.
+                let form_body = format!("partition={}", partitions[0]);
+                match form.post("/noop", &form_body).await? {
+                    200 => Ok(0),
+                    status => bail!("the gateway answered {status}"),
+                }
+            }
+        }
+    }
 }
 
 /// A benchmark starts from empty databases (PostgreSQL ones may survive an earlier run).
@@ -422,6 +538,11 @@ async fn drive(
 ) -> Result<Report> {
     let client =
         crate::launch::load_driver(Arc::new(cluster), dir, ClientOptions::default()).await?;
+    let load = if args.via_gateway {
+        Load::Gateway(args.gateway_addr)
+    } else {
+        Load::Library(client.clone())
+    };
     let bank = args.application == "bank";
     if bank {
         eprintln!("opening {} accounts", args.clients * u64::from(partitions));
@@ -462,7 +583,7 @@ async fn drive(
     });
     let mut tasks = Vec::new();
     for c in 0..args.clients {
-        let client = client.clone();
+        let mut client = load.client();
         let (done, recorder) = (done.clone(), recorder.clone());
         let mut rng = Rng::new(args.seed.wrapping_mul(1000).wrapping_add(c));
         let multi = args.multi_partition;
@@ -499,11 +620,11 @@ async fn drive(
                 let result = client.invoke(parts, op).await;
                 let finished = Instant::now();
                 match result {
-                    Ok(accepted) if started >= warmup_end && finished <= end => {
+                    Ok(retransmitted) if started >= warmup_end && finished <= end => {
                         let micros = (finished - started).as_micros() as u64;
                         let _ = histogram.record(micros.max(1));
                         recorder.record(finished, micros);
-                        retransmissions += u64::from(accepted.retransmissions);
+                        retransmissions += u64::from(retransmitted);
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     Ok(_) => {}
@@ -562,6 +683,8 @@ async fn drive(
         db: format!("{:?}", args.shape.db).to_lowercase(),
         clients: args.clients,
         max_batch: args.max_batch,
+        responders: args.responders,
+        via_gateway: args.via_gateway,
         pipeline: args.pipeline,
         multi_partition: args.multi_partition,
         duration_secs: args.duration_secs as f64,
@@ -597,11 +720,24 @@ fn print_report(r: &Report) {
         r.build
     );
     println!("{}", r.cpu.line());
-    println!(
-        "{:.1} requests per client signature (requests the driver signed together), \
-         {:.1} per PREPARE, {:.1} executions per database transaction",
-        r.requests_per_signature, r.requests_per_prepare, r.executions_per_transaction
-    );
+    // Only the figures that this run's processes counted: a gateway signs out of the driver's
+    // sight, and responders make no PREPARE and no transaction.
+    let mut batches = Vec::new();
+    if !r.via_gateway {
+        batches.push(format!(
+            "{:.1} requests per client signature (requests the driver signed together)",
+            r.requests_per_signature
+        ));
+    }
+    if !r.responders {
+        batches.push(format!(
+            "{:.1} per PREPARE, {:.1} executions per database transaction",
+            r.requests_per_prepare, r.executions_per_transaction
+        ));
+    }
+    if !batches.is_empty() {
+        println!("{}", batches.join(", "));
+    }
 }
 
 #[cfg(test)]
@@ -635,6 +771,8 @@ pub(crate) mod tests {
             db: "sqlite".into(),
             clients,
             max_batch: 64,
+            responders: false,
+            via_gateway: false,
             pipeline: 1,
             multi_partition: 0.0,
             duration_secs: 2.0,

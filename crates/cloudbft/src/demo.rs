@@ -124,10 +124,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         restart,
         &LaunchOptions {
             max_batch: args.max_batch,
-            pipeline: crate::nodes::DEFAULT_PIPELINE,
-            pages: args.pages.clone(),
-            gateway: Some(args.gateway_addr),
-            keep_results: None,
+            ..LaunchOptions::driven(&args.pages, Some(args.gateway_addr))
         },
     )?;
     let c = &cluster.cluster.config;

@@ -30,6 +30,8 @@ pub struct LaunchOptions {
     pub pages: crate::nodes::PageArgs,
     /// Gateway listen address (`None`: no gateway).
     pub gateway: Option<SocketAddr>,
+    /// More flags for the gateway (its limits, for a benchmark that is one client address).
+    pub gateway_args: Vec<String>,
     /// Database nodes' `--keep-results` (`None`: their default).
     pub keep_results: Option<u64>,
 }
@@ -43,6 +45,7 @@ impl LaunchOptions {
             pipeline: crate::nodes::DEFAULT_PIPELINE,
             pages: pages.clone(),
             gateway,
+            gateway_args: Vec::new(),
             keep_results: None,
         }
     }
@@ -163,6 +166,19 @@ pub fn prepare(args: &KeygenArgs) -> Result<(PathBuf, bool)> {
 }
 
 impl LocalCluster {
+    /// The configuration at `config_path` with no process started yet (its directory gets a
+    /// `logs/`).
+    fn empty(config_path: &Path) -> Result<LocalCluster> {
+        let cluster = Cluster::load(config_path)?;
+        let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        fs::create_dir_all(dir.join("logs"))?;
+        Ok(LocalCluster {
+            cluster,
+            dir,
+            processes: Vec::new(),
+        })
+    }
+
     /// Starts everything and waits until every node listens.
     pub fn start(
         config_path: &Path,
@@ -170,14 +186,8 @@ impl LocalCluster {
         restart: bool,
         options: &LaunchOptions,
     ) -> Result<LocalCluster> {
-        let cluster = Cluster::load(config_path)?;
-        let dir = config_path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        fs::create_dir_all(dir.join("logs"))?;
-        let mut me = LocalCluster {
-            cluster,
-            dir: dir.clone(),
-            processes: Vec::new(),
-        };
+        let mut me = LocalCluster::empty(config_path)?;
+        let dir = me.dir.clone();
         let config_arg = config_path.display().to_string();
         // The spares' machines run their usigd too: a replica started there later (a new
         // group, a replacement) needs it, as a VM held in reserve on a running machine would.
@@ -268,28 +278,65 @@ impl LocalCluster {
             me.spawn(&dir, &name, &args, Some(metrics), Some(addr))?;
             wait_port(&name, addr, &mut me.processes)?;
         }
-        if let Some(gateway) = options.gateway {
-            let endpoint = c
-                .clients
-                .first()
-                .map(|cl| cl.addr.clone())
-                .context("the configuration has no [[client]]: re-run keygen with --clients")?;
-            let args = vec![
-                "gateway".to_string(),
-                "--config".into(),
-                config_arg.clone(),
-                "--listen".into(),
-                gateway.to_string(),
-                "--endpoint".into(),
-                endpoint,
-                // The nodes' metrics, for the cluster page (ports as above).
-                "--node-metrics-offset".into(),
-                "1000".into(),
-            ];
-            me.spawn(&dir, "gateway", &args, Some(gateway), Some(gateway))?;
-            wait_port("gateway", gateway, &mut me.processes)?;
-        }
+        me.start_gateway(config_path, options)?;
         Ok(me)
+    }
+
+    /// Starts `cloudbft responders` in place of the cluster's primaries and replicas (no
+    /// usigd, no database node), and the gateway if `options` asks for one: the stand-in that
+    /// measures a load driver or a gateway alone (crate::responders).
+    pub fn responders(config_path: &Path, options: &LaunchOptions) -> Result<LocalCluster> {
+        let mut me = LocalCluster::empty(config_path)?;
+        let dir = me.dir.clone();
+        let args = [
+            "responders".to_string(),
+            "--config".into(),
+            config_path.display().to_string(),
+        ];
+        me.spawn(&dir, "responders", &args, None, None)?;
+        let c = &me.cluster.config;
+        let listens: Vec<String> = c
+            .primaries
+            .iter()
+            .map(|p| p.addr.clone())
+            .chain(c.replicas.iter().map(|r| r.addr.clone()))
+            .collect();
+        for addr in listens {
+            let addr: SocketAddr = addr.parse().context("a node's addr")?;
+            wait_port("responders", addr, &mut me.processes)?;
+        }
+        me.start_gateway(config_path, options)?;
+        Ok(me)
+    }
+
+    /// The gateway of `options`, if any, on the configuration's first client endpoint.
+    fn start_gateway(&mut self, config_path: &Path, options: &LaunchOptions) -> Result<()> {
+        let Some(gateway) = options.gateway else {
+            return Ok(());
+        };
+        let endpoint = self
+            .cluster
+            .config
+            .clients
+            .first()
+            .map(|cl| cl.addr.clone())
+            .context("the configuration has no [[client]]: re-run keygen with --clients")?;
+        let mut args = vec![
+            "gateway".to_string(),
+            "--config".into(),
+            config_path.display().to_string(),
+            "--listen".into(),
+            gateway.to_string(),
+            "--endpoint".into(),
+            endpoint,
+            // The nodes' metrics, for the cluster page (ports as above).
+            "--node-metrics-offset".into(),
+            "1000".into(),
+        ];
+        args.extend(options.gateway_args.iter().cloned());
+        let dir = self.dir.clone();
+        self.spawn(&dir, "gateway", &args, Some(gateway), Some(gateway))?;
+        wait_port("gateway", gateway, &mut self.processes)
     }
 
     /// Writes every primary's and replica's current USIG epoch into the configuration before

@@ -7,6 +7,7 @@ mod cloud_provider;
 mod cpu;
 mod demo;
 mod elastic;
+mod form_client;
 mod gateway_cmd;
 mod keygen;
 mod launch;
@@ -21,6 +22,7 @@ mod provider;
 mod reconfigure_cmd;
 mod report;
 mod reshape;
+mod responders;
 mod soak;
 mod terraform;
 mod tpcc_cmd;
@@ -79,6 +81,10 @@ enum Command {
     Overload(overload::OverloadArgs),
     /// Run the HTTP gateway: forms for browsers, pages only when f+1 replicas agree.
     Gateway(gateway_cmd::GatewayArgs),
+    /// Stand-ins for a no-op cluster's primary candidates and replicas that answer every
+    /// request at once, so that a load driver or gateway is measured alone (`bench
+    /// --responders` starts them); they order nothing and check nothing.
+    Responders(responders::RespondersArgs),
     /// TPC-C: load databases, check consistency, compare digests, run the benchmark driver.
     Tpcc(tpcc_cmd::TpccArgs),
     /// Run the primary: orders requests with unique warrants and routes them to groups.
@@ -174,6 +180,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(command) => bench::command(command),
         Command::Overload(args) => overload::overload(args),
         Command::Gateway(args) => gateway_cmd::gateway(args),
+        Command::Responders(args) => responders::responders(args),
         Command::Tpcc(args) => tpcc_cmd::tpcc(args),
         Command::Primary(args) => nodes::primary(args),
         Command::Replica(args) => nodes::replica(args),
