@@ -1,7 +1,9 @@
-//! `cloudbft bench`: closed-loop clients through the client library against a fresh local
-//! cluster; prints throughput and latency percentiles and can write them as JSON with two SVG
-//! plots, the latency CDF and the timeline (throughput and latency per interval of the measured
-//! window, so that a stall or a slow start shows instead of hiding in the run's averages).
+//! `cloudbft bench`: closed-loop clients through the client library (or, `--via-gateway`, as
+//! HTTP forms through a gateway) against a fresh local cluster (or, `--responders`, stand-ins
+//! that measure the driver or the gateway alone: crate::responders); prints throughput and
+//! latency percentiles and can write them as JSON with two SVG plots, the latency CDF and the
+//! timeline (throughput and latency per interval of the measured window, so that a stall or a
+//! slow start shows instead of hiding in the run's averages).
 //! `cloudbft bench summary` and `cloudbft bench compare` read the JSON (`bench_report`).
 
 use crate::cpu::CpuSnapshot;
@@ -376,7 +378,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let mut options = LaunchOptions::measured(args.max_batch, args.pipeline, &args.pages);
     if args.via_gateway {
         options.gateway = Some(args.gateway_addr);
-        options.gateway_args = unlimited_gateway(args.clients);
+        options.gateway_args = bench_gateway(args.clients);
     }
     let cluster = if args.responders {
         LocalCluster::responders(&config, &options)?
@@ -435,10 +437,13 @@ fn check_load(args: &BenchArgs) -> Result<()> {
 
 /// The gateway's flags for a benchmark: every HTTP client comes from 127.0.0.1, so the
 /// per-address form rate and connection limits (there against floods) are lifted, and it
-/// serves at least as many requests at once as there are clients.
-fn unlimited_gateway(clients: u64) -> Vec<String> {
+/// serves at least as many requests at once as there are clients; on one thread, as the load
+/// driver and the nodes run, since it shares the machine with them.
+fn bench_gateway(clients: u64) -> Vec<String> {
     let room = (clients + 64).to_string();
     [
+        "--worker-threads",
+        "1",
         "--forms-per-second",
         "1000000",
         "--form-burst",

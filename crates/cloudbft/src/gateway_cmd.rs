@@ -30,6 +30,10 @@ pub struct GatewayArgs {
     pub endpoint: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Async runtime worker threads; 0: one per core. With 1 the gateway runs on one thread,
+    /// which costs the least CPU per page when it shares a machine (a benchmark's).
+    #[arg(long, default_value_t = 0)]
+    pub worker_threads: u16,
     /// For the cluster page (/cluster): a node's metrics port is its protocol port plus this
     /// (`cloudbft demo` runs them so, with 1000); without it the page shows no view and no
     /// database progress.
@@ -118,7 +122,7 @@ pub fn gateway(args: GatewayArgs) -> Result<()> {
             .context("the configuration has no [[client]]: re-run keygen with --clients")?,
     };
     let limits = args.limits.limits()?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = crate::nodes::runtime(args.worker_threads)?;
     runtime.block_on(async {
         let mut registry = crate::metrics_registry();
         let options = ClientOptions {

@@ -195,6 +195,23 @@ pub fn stop_signal() -> Result<Stop> {
     }))
 }
 
+/// A runtime with `workers` threads: a current-thread runtime for 1 (whose tasks hand work to
+/// each other without waking another thread), one worker per core for 0.
+pub fn runtime(workers: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if n > 1 {
+                builder.worker_threads(n.into());
+            }
+            builder
+        }
+    }
+    .enable_all()
+    .build()
+}
+
 /// Runs a node until Ctrl-C or SIGTERM: on a current-thread runtime for one worker (the core
 /// runs in `block_on`, which a multi-thread runtime runs on a thread besides its workers), else
 /// on `args.worker_threads` workers.
@@ -202,16 +219,7 @@ fn run_until_signal<F>(args: &NodeArgs, node: impl FnOnce(Stop) -> F) -> Result<
 where
     F: std::future::Future<Output = Result<(), node::NodeError>>,
 {
-    let runtime = match args.worker_threads {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(n.into());
-            builder
-        }
-    }
-    .enable_all()
-    .build()?;
+    let runtime = runtime(args.worker_threads)?;
     let result = runtime.block_on(async { Ok(node(stop_signal()?).await?) });
     // A blocking task still running now is orphaned (say, the USIG client's recovery waiting up
     // to 10 s for usigd): do not hold the exit for it.
