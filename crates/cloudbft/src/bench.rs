@@ -460,7 +460,6 @@ fn bench_gateway(clients: u64) -> Vec<String> {
 }
 
 /// Where a run's operations go: the client library in this process, or a gateway over HTTP.
-#[derive(Clone)]
 enum Load {
     Library(client_plugin::ClientEndpoint),
     Gateway(std::net::SocketAddr),
@@ -477,6 +476,19 @@ impl Load {
         match self {
             Load::Library(endpoint) => Client::Library(endpoint.clone()),
             Load::Gateway(at) => Client::Gateway(crate::form_client::FormClient::new(*at)),
+        }
+    }
+
+    /// Closes the driver's endpoint; the requests it signed together on average (0 through a
+    /// gateway, which signs out of the driver's sight).
+    async fn finish(self) -> f64 {
+        match self {
+            Load::Library(endpoint) => {
+                let stats = endpoint.stats();
+                endpoint.shutdown().await;
+                stats.requests_sent as f64 / stats.request_signatures.max(1) as f64
+            }
+            Load::Gateway(_) => 0.0,
         }
     }
 }
@@ -541,12 +553,12 @@ async fn drive(
     partitions: u32,
     watch: Watch,
 ) -> Result<Report> {
-    let client =
-        crate::launch::load_driver(Arc::new(cluster), dir, ClientOptions::default()).await?;
     let load = if args.via_gateway {
         Load::Gateway(args.gateway_addr)
     } else {
-        Load::Library(client.clone())
+        Load::Library(
+            crate::launch::load_driver(Arc::new(cluster), dir, ClientOptions::default()).await?,
+        )
     };
     let bank = args.application == "bank";
     if bank {
@@ -559,7 +571,7 @@ async fn drive(
                     number: c as u32,
                     initial_cents: 1_000_000_000,
                 };
-                let client = client.clone();
+                let mut client = load.client();
                 opens.push(tokio::spawn(async move {
                     client.invoke(op.partitions(), op.encode()).await
                 }));
@@ -669,8 +681,7 @@ async fn drive(
     }
     progress.abort();
     let (cpu_before, cpu_after, grown) = watcher.await??;
-    let stats = client.stats();
-    client.shutdown().await;
+    let requests_per_signature = load.finish().await;
     if let Some(path) = &args.json {
         crate::report::write_cdf(
             &path.with_extension("svg"),
@@ -698,7 +709,7 @@ async fn drive(
         latency_ms: Percentiles::of(&histogram),
         retransmissions,
         errors,
-        requests_per_signature: stats.requests_sent as f64 / stats.request_signatures.max(1) as f64,
+        requests_per_signature,
         requests_per_prepare: crate::measure::mean_batch(&grown, "primary"),
         executions_per_transaction: crate::measure::mean_batch(&grown, "dbnode"),
         cpu,

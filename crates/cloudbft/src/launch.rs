@@ -295,14 +295,12 @@ impl LocalCluster {
         ];
         me.spawn(&dir, "responders", &args, None, None)?;
         let c = &me.cluster.config;
-        let listens: Vec<String> = c
-            .primaries
-            .iter()
-            .map(|p| p.addr.clone())
-            .chain(c.replicas.iter().map(|r| r.addr.clone()))
-            .collect();
+        let listens = c.primaries.iter().map(|p| &p.addr);
+        let listens: Vec<SocketAddr> = listens
+            .chain(c.replicas.iter().map(|r| &r.addr))
+            .map(|addr| addr.parse().with_context(|| format!("node address {addr}")))
+            .collect::<Result<_>>()?;
         for addr in listens {
-            let addr: SocketAddr = addr.parse().context("a node's addr")?;
             wait_port("responders", addr, &mut me.processes)?;
         }
         me.start_gateway(config_path, options)?;
