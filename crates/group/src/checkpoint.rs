@@ -309,7 +309,7 @@ impl Checkpoints {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proto::testing::{usig, TestCluster};
     use usig::soft::SoftUsig;
@@ -321,6 +321,7 @@ mod tests {
             replica,
             slot,
             (chain, book),
+            Lineage::GENESIS,
             Vec::new(),
         )
     }
@@ -354,19 +355,19 @@ mod tests {
     /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.
     fn report(who: &mut SoftUsig, replica: u32, slot: u64, anchors: Vec<Anchor>) -> Checkpoint {
         let point = (MessageDigest::of(b"h"), MessageDigest::of(b"book"));
-        signed(who, replica, slot, point, anchors)
+        signed(who, replica, slot, point, Lineage::GENESIS, anchors)
     }
 
-    /// A CHECKPOINT of view 0's history warranted by `who`.
-    fn signed(
+    /// A CHECKPOINT of the history `lineage` names, warranted by `who` (view.rs's tests too).
+    pub(crate) fn signed(
         who: &mut SoftUsig,
         replica: u32,
         slot: u64,
         (chain, book): (MessageDigest, MessageDigest),
+        lineage: Lineage,
         anchors: Vec<Anchor>,
     ) -> Checkpoint {
         let replica = NodeId(replica);
-        let lineage = Lineage::GENESIS;
         let bytes =
             Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
         Checkpoint {

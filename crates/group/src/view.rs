@@ -517,6 +517,7 @@ fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::tests::signed;
     use proto::testing::{request, usig, TestCluster};
     use proto::{GroupId, PrepareEntry, ViewChangeBody};
     use usig::soft::SoftUsig;
@@ -714,30 +715,7 @@ mod tests {
         book: MessageDigest,
         anchors: Vec<Anchor>,
     ) -> Checkpoint {
-        checkpoint_on(who, replica, slot, (chain, book), Lineage::GENESIS, anchors)
-    }
-
-    fn checkpoint_on(
-        who: &mut SoftUsig,
-        replica: u32,
-        slot: u64,
-        (chain, book): (MessageDigest, MessageDigest),
-        lineage: Lineage,
-        anchors: Vec<Anchor>,
-    ) -> Checkpoint {
-        let replica = NodeId(replica);
-        let bytes =
-            Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
-        Checkpoint {
-            replica,
-            slot,
-            chain,
-            book,
-            lineage,
-            anchors,
-            followed: Vec::new(),
-            ui: who.create_ui(&bytes).unwrap(),
-        }
+        signed(who, replica, slot, (chain, book), Lineage::GENESIS, anchors)
     }
 
     /// A stable checkpoint at slot 2K: f+1 matching CHECKPOINTs from both groups.
@@ -758,7 +736,7 @@ mod tests {
                 let mut who = usig(NodeId(r));
                 let slot = 2 * CHECKPOINT_INTERVAL;
                 let point = (chain, book.digest());
-                checkpoint_on(&mut who, r, slot, point, lineage, Vec::new())
+                signed(&mut who, r, slot, point, lineage, Vec::new())
             })
             .to_vec();
         StableCheckpoint {
