@@ -46,11 +46,7 @@ async fn exchange(
     path: &str,
     body: &str,
 ) -> std::io::Result<(u16, bool)> {
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = form_post(path, host, body, false);
     connection.get_mut().write_all(request.as_bytes()).await?;
     let mut line = String::new();
     connection.read_line(&mut line).await?;
@@ -87,6 +83,17 @@ async fn exchange(
         return Err(invalid("the gateway closed the connection mid-page".into()));
     }
     Ok((status, keep))
+}
+
+/// A browser's POST of form `body` to `path` on `host`; with `close`, asking the server to
+/// close the connection after its answer.
+pub fn form_post(path: &str, host: SocketAddr, body: &str, close: bool) -> String {
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\n{connection}\r\n{body}",
+        body.len()
+    )
 }
 
 fn invalid(what: String) -> std::io::Error {

@@ -294,11 +294,8 @@ impl LocalCluster {
             config_path.display().to_string(),
         ];
         me.spawn(&dir, "responders", &args, None, None)?;
-        let c = &me.cluster.config;
-        let listens = c.primaries.iter().map(|p| &p.addr);
-        let listens: Vec<SocketAddr> = listens
-            .chain(c.replicas.iter().map(|r| &r.addr))
-            .map(|addr| addr.parse().with_context(|| format!("node address {addr}")))
+        let listens: Vec<SocketAddr> = crate::responders::stand_ins(&me.cluster)
+            .map(|(_, addr)| addr.parse().with_context(|| format!("node address {addr}")))
             .collect::<Result<_>>()?;
         for addr in listens {
             wait_port("responders", addr, &mut me.processes)?;

@@ -472,11 +472,7 @@ async fn connect(from: IpAddr, to: SocketAddr) -> std::io::Result<tokio::net::Tc
 /// Posts a form on a connection of its own; the response's status.
 async fn post(from: IpAddr, to: SocketAddr, path: &str, body: &str) -> std::io::Result<u16> {
     let mut stream = connect(from, to).await?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {to}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let request = crate::form_client::form_post(path, to, body, true);
     stream.write_all(request.as_bytes()).await?;
     let mut response = Vec::new();
     tokio::time::timeout(Duration::from_secs(90), stream.read_to_end(&mut response))

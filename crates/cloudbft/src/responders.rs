@@ -46,17 +46,9 @@ pub fn responders(args: RespondersArgs) -> Result<()> {
         .unwrap_or(std::path::Path::new("."))
         .join("keys");
     // One thread, as a node with one worker runs: the responders take at most one core.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::nodes::runtime(1)?;
     runtime.block_on(async {
-        let nodes: Vec<NodeId> = cluster
-            .config
-            .primaries
-            .iter()
-            .map(|p| NodeId(p.id))
-            .chain(cluster.config.replicas.iter().map(|r| NodeId(r.id)))
-            .collect();
+        let nodes: Vec<NodeId> = stand_ins(&cluster).map(|(id, _)| id).collect();
         for id in nodes {
             let key =
                 proto::keys::load(&proto::keys::node_key_path(&keys, id), cluster.node_key(id))?;
@@ -78,6 +70,14 @@ pub fn responders(args: RespondersArgs) -> Result<()> {
         crate::nodes::stop_signal()?.await;
         Ok(())
     })
+}
+
+/// The nodes the responders stand in for, at their addresses: every primary candidate and
+/// replica of the configuration.
+pub(crate) fn stand_ins(cluster: &Cluster) -> impl Iterator<Item = (NodeId, &str)> {
+    let c = &cluster.config;
+    let primaries = c.primaries.iter().map(|p| (NodeId(p.id), p.addr.as_str()));
+    primaries.chain(c.replicas.iter().map(|r| (NodeId(r.id), r.addr.as_str())))
 }
 
 /// What one stand-in node answers: nothing at a primary candidate, its group's REPLYs at a
