@@ -124,7 +124,7 @@ pub struct DbNodeArgs {
     #[arg(long)]
     pub database: Option<String>,
     /// Stored results to keep below the executed orders; older ones are forgotten so the
-    /// results table stays bounded (at least 8192).
+    /// results table stays bounded (at least 16384: two checkpoint intervals of full batches).
     #[arg(long, default_value_t = dbvote::voter::STORED_RESULTS_KEPT)]
     pub keep_results: u64,
 }

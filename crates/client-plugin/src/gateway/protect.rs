@@ -4,7 +4,8 @@
 //!
 //! Outermost first:
 //! 1. security headers on every response (`nosniff`, no framing, a CSP that allows only what
-//!    the pages use: no scripts, no styles, forms posting to the gateway itself);
+//!    the application's pages use: no scripts, no styles, forms posting to the gateway itself;
+//!    a response that sets its own CSP keeps it, as the cluster page does for its script);
 //! 2. error pages: a refusal from any layer below (plain text or empty) becomes the gateway's
 //!    HTML error page, which names no internals;
 //! 3. the in-flight gauge;
