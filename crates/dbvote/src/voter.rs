@@ -11,14 +11,17 @@
 //! others for their state after an order, and a node asked sets a barrier there.
 
 pub mod transfer;
+mod votes;
 
 use proto::config::Cluster;
 use proto::{
     CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, SigningKey,
     TableRows,
 };
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use votes::Tally;
 
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +62,12 @@ pub enum VoterAction {
         digest: [u8; 32],
         parts: Vec<TableRows>,
     },
+    /// Read the stored results of these orders, which executed here before and whose results
+    /// are no longer in memory, then call [`VoterCore::looked_up`] with what was found. Never
+    /// part of an execution's transaction: a member may name any order with positions this node
+    /// passed, and one that never ran here (a Byzantine member's) must only go unanswered,
+    /// never fail the executions it would have shared a transaction with.
+    LookUp { orders: Vec<u64> },
 }
 
 /// Why a COMMIT-DB, or one of its executions, was dropped (counted by the driver).
@@ -80,47 +89,6 @@ pub enum VoterReject {
     RateLimited,
     /// A state transfer that would exceed the bytes a node buffers.
     Oversized,
-}
-
-/// The COMMIT-DB votes for one order: one per member (its first), and each execution some
-/// member sent with the group of the first COMMIT-DB that carried it and how many members sent
-/// it. Executions are compared whole, not by digest: a member sends at most one, so there are
-/// at most as many candidates as members, and comparing bytes costs less than hashing them.
-#[derive(Default)]
-struct Votes {
-    voted: BTreeSet<NodeId>,
-    candidates: Vec<(GroupId, Execution, usize)>,
-}
-
-impl Votes {
-    /// Counts `member`'s vote (of `group`) for `execution`, if it is the member's first; returns
-    /// the execution with its group once `quorum` members sent it, taken out of the candidates
-    /// (the caller drops the votes of a decided order).
-    fn count(
-        &mut self,
-        member: NodeId,
-        group: GroupId,
-        execution: Execution,
-        quorum: usize,
-    ) -> Option<(GroupId, Execution)> {
-        if !self.voted.insert(member) {
-            return None;
-        }
-        let i = match self.candidates.iter().position(|(_, e, _)| *e == execution) {
-            Some(i) => i,
-            None => {
-                self.candidates.push((group, execution, 0));
-                self.candidates.len() - 1
-            }
-        };
-        let votes = &mut self.candidates[i].2;
-        *votes += 1;
-        if *votes < quorum {
-            return None;
-        }
-        let (group, execution, _) = self.candidates.swap_remove(i);
-        Some((group, execution))
-    }
 }
 
 /// Most executions in one chain (one database transaction).
@@ -158,10 +126,11 @@ pub struct VoterCore {
     last_seq: Vec<u64>,
     /// Last sequence number released to the executor per partition (at least `last_seq`).
     released: Vec<u64>,
-    votes: BTreeMap<u64, Votes>,
+    /// Undecided votes, bounded per member ([`votes`]).
+    votes: Tally,
     decided: BTreeMap<u64, (GroupId, Execution)>,
     running: BTreeSet<u64>,
-    /// Group to answer for orders being looked up again.
+    /// Group to answer for orders being looked up again ([`VoterAction::LookUp`]).
     lookups: BTreeMap<u64, GroupId>,
     /// The last [`KEEP_RESULTS`] results, by order.
     recent: BTreeMap<u64, Vec<u8>>,
@@ -188,7 +157,7 @@ impl VoterCore {
             me,
             released: last_seq.clone(),
             last_seq,
-            votes: BTreeMap::new(),
+            votes: Tally::default(),
             decided: BTreeMap::new(),
             running: BTreeSet::new(),
             lookups: BTreeMap::new(),
@@ -240,7 +209,7 @@ impl VoterCore {
         // those orders are the next epoch's, and only its votes may decide them. Kept, a
         // Byzantine member of the old group (before the CONFIGURE) and one of the new group
         // (after it) made f+1 for an execution no correct replica decided.
-        self.votes.retain(|&order, _| order <= end);
+        self.votes.retain(|order| order <= end);
         // Epochs whose every order executed here need no more votes.
         let done = self.st.executed_through;
         self.past.retain(|(_, end)| *end > done);
@@ -313,6 +282,7 @@ impl VoterCore {
         let mut actions = Vec::new();
         let mut malformed = 0;
         let mut answers = Vec::new();
+        let mut look_up = Vec::new();
         for execution in commit_db.executions {
             if misrouted.contains(&execution.order) {
                 malformed += 1;
@@ -339,27 +309,57 @@ impl VoterCore {
             }
             if self.already_executed(&execution) {
                 // A retransmission after we executed: answer again with the stored result.
-                if !self.running.contains(&execution.order) {
-                    self.lookups.insert(execution.order, commit_db.group);
-                    self.running.insert(execution.order);
-                    actions.push(VoterAction::Execute(vec![execution]));
+                if let Entry::Vacant(asked) = self.lookups.entry(execution.order) {
+                    asked.insert(commit_db.group);
+                    look_up.push(execution.order);
                 }
                 continue;
             }
             let order = execution.order;
-            let votes = self.votes.entry(order).or_default();
             if let Some(decided) =
-                votes.count(commit_db.replica, commit_db.group, execution, quorum)
+                self.votes
+                    .count(commit_db.replica, commit_db.group, execution, quorum)
             {
-                self.votes.remove(&order);
                 self.decided.insert(order, decided);
             }
         }
         if !answers.is_empty() {
             actions.push(self.reply(commit_db.group, answers));
         }
+        if !look_up.is_empty() {
+            actions.push(VoterAction::LookUp { orders: look_up });
+        }
         actions.extend(self.schedule());
         Ok((actions, malformed))
+    }
+
+    /// Votes evicted since the last call because their member held too many (module `votes`;
+    /// counted by the driver).
+    pub fn take_evicted_votes(&mut self) -> u64 {
+        self.votes.take_evicted()
+    }
+
+    /// The stored results a [`VoterAction::LookUp`] found (`None`: no result stored for that
+    /// order), answered to the groups that asked; returns the answers and how many orders had
+    /// none (counted by the driver).
+    pub fn looked_up(&mut self, found: Vec<(u64, Option<Vec<u8>>)>) -> (Vec<VoterAction>, usize) {
+        let mut answers: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+        let mut missing = 0;
+        for (order, result) in found {
+            let group = self.lookups.remove(&order);
+            match (group, result) {
+                (Some(group), Some(result)) => {
+                    answers.entry(group).or_default().push((order, result))
+                }
+                (_, None) => missing += 1,
+                (None, Some(_)) => {}
+            }
+        }
+        let actions = answers
+            .into_iter()
+            .map(|(group, results)| self.reply(group, results))
+            .collect();
+        (actions, missing)
     }
 
     fn reply(&self, group: GroupId, results: Vec<(u64, Vec<u8>)>) -> VoterAction {
@@ -382,17 +382,15 @@ impl VoterCore {
         let mut replies: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         for (order, result) in results {
             self.running.remove(&order);
-            let group = if let Some((group, execution)) = self.decided.remove(&order) {
+            let group = self.decided.remove(&order).map(|(group, execution)| {
                 for &(p, s) in &execution.positions {
                     if let Some(last) = self.last_seq.get_mut(p as usize) {
                         *last = (*last).max(s);
                     }
                 }
                 self.st.executed(order);
-                Some(group)
-            } else {
-                self.lookups.remove(&order)
-            };
+                group
+            });
             if let Some(group) = group {
                 replies
                     .entry(group)
@@ -728,33 +726,6 @@ pub(super) mod tests {
         assert_eq!(batches(&actions), vec![vec![1]]);
     }
 
-    /// A member's first vote is its only one, and only identical executions add up: a member
-    /// that sends two executions, or one that differs in a byte, never makes f+1 with others.
-    #[test]
-    fn votes_count_each_member_once_and_only_identical_executions_together() {
-        let e = execution(1, &[(0, 1)], &[0]);
-        let mut other = e.clone();
-        other.request.operation.push(0xee);
-        let group = GroupId(0);
-        let mut votes = Votes::default();
-        assert_eq!(votes.count(NodeId(101), group, other.clone(), 2), None);
-        assert_eq!(
-            votes.count(NodeId(101), group, e.clone(), 2),
-            None,
-            "a second vote"
-        );
-        assert_eq!(votes.count(NodeId(102), group, e.clone(), 2), None);
-        assert_eq!(
-            votes.count(NodeId(102), group, other.clone(), 2),
-            None,
-            "a second vote"
-        );
-        assert_eq!(
-            votes.count(NodeId(103), group, e.clone(), 2),
-            Some((group, e))
-        );
-    }
-
     /// After a reconfiguration, each epoch's COMMIT-DBs count only for its own orders: the
     /// earlier epoch up to the cut, the next one after it; an unknown epoch not at all.
     #[test]
@@ -921,6 +892,44 @@ pub(super) mod tests {
         let again = decide(&mut v, &one);
         assert!(batches(&again).is_empty(), "{again:?}");
         assert_eq!(replies(&again), vec![vec![1], vec![1]]);
+    }
+
+    /// A member's COMMIT-DB for an order at positions this node passed, with no result in
+    /// memory (a restart), is looked up apart from every execution. One Byzantine member can
+    /// name any order there: one that never ran here goes unanswered and is counted, where it
+    /// used to join a writer transaction that then failed, and was retried, forever.
+    #[test]
+    fn executed_positions_are_looked_up_apart_and_an_unknown_order_goes_unanswered() {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
+        let mut v = VoterCore::new(
+            cluster,
+            Arc::new(BytesArePartitions),
+            node_key(NodeId(11)),
+            NodeId(11),
+            vec![5, 0],
+        );
+        let from_101 = |executions: &[Execution]| commit_db(1, 0, 101, executions);
+        let real = [execution(3, &[(0, 3)], &[0])];
+        let (actions, malformed) = linked(&mut v, &from_101(&real)).unwrap();
+        assert_eq!(malformed, 0);
+        assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![3] }]);
+        // Asked again while the lookup runs: not looked up twice.
+        assert!(linked(&mut v, &from_101(&real)).unwrap().0.is_empty());
+        let (answers, missing) = v.looked_up(vec![(3, Some(b"r".to_vec()))]);
+        assert_eq!(missing, 0);
+        let [VoterAction::Reply { group, reply }] = answers.as_slice() else {
+            panic!("{answers:?}")
+        };
+        assert_eq!(
+            (*group, reply.results.clone()),
+            (GroupId(0), vec![(3, b"r".to_vec())])
+        );
+
+        let made_up = [execution(999, &[(0, 2)], &[0])];
+        let (actions, _) = linked(&mut v, &from_101(&made_up)).unwrap();
+        assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![999] }]);
+        assert_eq!(v.looked_up(vec![(999, None)]), (Vec::new(), 1));
+        assert!(batches(&actions).is_empty(), "never an execution");
     }
 
     #[test]

@@ -127,6 +127,8 @@ pub enum Reject {
     InvalidRecoveryState(Unusable),
     /// An EPOCH-CLOSE from no replica of the epoch, or with a bad signature.
     BadEpochClose,
+    /// A FETCH-COMMITS whose range of warrant counters is reversed (start after end).
+    BadFetch,
 }
 
 /// Why a recovering replica cannot use a peer's state.
@@ -1697,20 +1699,24 @@ impl ReplicaCore {
                 .is_none_or(|w| w.request.timestamp < request.timestamp)
     }
 
-    /// A peer asks for messages it lost.
+    /// A peer asks for messages it lost. A reversed range of warrant counters is refused
+    /// (`BTreeMap::range` would panic on it).
     pub fn on_fetch_commits(
         &self,
         from: NodeId,
         warrants: Option<RangeInclusive<u64>>,
         slots: &[u64],
-    ) -> Vec<Action> {
+    ) -> Result<Vec<Action>, Reject> {
+        if warrants.as_ref().is_some_and(RangeInclusive::is_empty) {
+            return Err(Reject::BadFetch);
+        }
         let by_warrant = warrants
             .into_iter()
             .flat_map(|range| self.sent.range(range).map(|(_, m)| m));
         let by_slot = slots
             .iter()
             .filter_map(|s| self.sent_for.get(s).and_then(|w| self.sent.get(w)));
-        by_warrant
+        Ok(by_warrant
             .chain(by_slot)
             .map(|message| match message {
                 FromPeer::Commit(commit) => Action::SendCommit {
@@ -1726,7 +1732,7 @@ impl ReplicaCore {
                     checkpoint: c.clone(),
                 },
             })
-            .collect()
+            .collect())
     }
 
     /// A REQ-VIEW-CHANGE from a replica (of any group).

@@ -815,15 +815,7 @@ mod tests {
                 log: Vec::new(),
                 anchor_proof: Vec::new(),
             };
-            let (replica, group, next_view) = (NodeId(101), GroupId(0), View(2));
-            let bytes = ViewChange::warranted_bytes(replica, group, next_view, &body.digest());
-            ViewChange {
-                replica,
-                group,
-                next_view,
-                body,
-                ui: usig(replica).create_ui(&bytes).unwrap(),
-            }
+            proto::testing::first_view_change(NodeId(101), GroupId(0), View(2), body)
         };
         let mut checker = Checker::new(cluster.clone());
         let shown = checker.view_change(&vc(view_1, view_1)).unwrap();

@@ -153,3 +153,41 @@ fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_i
         .collect();
     assert_eq!(asked, vec![start + 256..=start + 511]);
 }
+
+/// A FETCH-COMMITS is signed by a group peer, but a Byzantine peer chooses its fields: a reversed
+/// range of warrant counters is refused, where `BTreeMap::range` would have panicked the
+/// replica's event loop once it had sent anything.
+#[test]
+fn a_reversed_fetch_commits_range_is_refused_without_a_panic() {
+    use group::core::Reject;
+    use proto::{ReqViewChange, Signature};
+    let (_, mut replica) = replica_101();
+    // Two peers ask for view 1: the replica warrants its VIEW-CHANGE, so it has sent something.
+    let mut warrant = None;
+    for peer in [NodeId(102), NodeId(103)] {
+        let req = ReqViewChange {
+            replica: peer,
+            next_view: View(1),
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(peer));
+        for action in replica.on_req_view_change(&req).unwrap() {
+            if let Action::Warrant { bytes } = action {
+                warrant = Some(bytes);
+            }
+        }
+    }
+    let bytes = warrant.expect("the VIEW-CHANGE is warranted");
+    replica.warranted(usig(NodeId(101)).create_ui(&bytes).unwrap());
+    let sent = replica
+        .on_fetch_commits(NodeId(102), Some(1..=1), &[])
+        .unwrap();
+    assert_eq!(sent.len(), 1, "what it sent is there to fetch: {sent:?}");
+
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = 5..=1;
+    assert_eq!(
+        replica.on_fetch_commits(NodeId(102), Some(reversed), &[]),
+        Err(Reject::BadFetch)
+    );
+}

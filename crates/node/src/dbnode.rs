@@ -43,6 +43,9 @@ type Done = (Batch, Result<(Vec<Vec<u8>>, Duration), String>);
 /// Executions to run in order in one database transaction.
 type Batch = Vec<dbvote::executor::Execution>;
 
+/// The stored results a lookup found, by order (`None`: none stored).
+type LookedUp = Vec<(u64, Option<Vec<u8>>)>;
+
 /// A state-transfer step finished on its own task.
 enum Transfer {
     /// The snapshot for this order is pinned (or could not be opened): executions may go on.
@@ -139,6 +142,7 @@ async fn run_app<A: Application>(
     metrics.config_epoch.set(cluster.epoch().0);
     let (done, mut finished) = mpsc::unbounded_channel::<Done>();
     let (transfers, mut transferred) = mpsc::unbounded_channel::<Transfer>();
+    let (lookups, mut looked_up) = mpsc::unbounded_channel::<LookedUp>();
     // When the transfer in progress sent its first STATE-REQUEST.
     let mut transfer_began: Option<Instant> = None;
     let mut tick = tokio::time::interval(options.node.tick);
@@ -224,6 +228,13 @@ async fn run_app<A: Application>(
                     Vec::new()
                 }
             },
+            Some(found) = looked_up.recv() => {
+                let (actions, missing) = voter.looked_up(found);
+                for _ in 0..missing {
+                    metrics.reject("no_stored_result");
+                }
+                actions
+            }
             Some(step) = transferred.recv() => match step {
                 Transfer::Pinned(order) => voter.snapshot_pinned(order),
                 Transfer::Installed(order, Ok(last_seq)) => {
@@ -257,6 +268,9 @@ async fn run_app<A: Application>(
                 let actions = voter.tick();
                 for _ in 0..voter.take_transferred_skips() {
                     metrics.reject("transferred_order");
+                }
+                for _ in 0..voter.take_evicted_votes() {
+                    metrics.reject("evicted_vote");
                 }
                 actions
             }
@@ -336,6 +350,7 @@ async fn run_app<A: Application>(
                     digest,
                     parts,
                 } => spawn_install(&executor, order, digest, parts, &transfers),
+                VoterAction::LookUp { orders } => spawn_lookup(&executor, orders, &lookups),
             }
         }
         if let Some(batch) = writer.next() {
@@ -387,6 +402,28 @@ fn spawn_batch<A: Application>(
             Err(e) => Err(e.to_string()),
         };
         let _ = done.send((batch, result));
+    });
+}
+
+/// Reads the stored results of `orders` on a task of its own, outside the writer's
+/// transactions; a failed read counts as no result (the member asks again).
+fn spawn_lookup<A: Application>(
+    executor: &Executor<A>,
+    orders: Vec<u64>,
+    done: &mpsc::UnboundedSender<LookedUp>,
+) {
+    let executor = executor.clone();
+    let done = done.clone();
+    tokio::spawn(async move {
+        let mut found = Vec::with_capacity(orders.len());
+        for order in orders {
+            let result = executor.stored_result(order).await.unwrap_or_else(|e| {
+                tracing::warn!(order, error = %e, "could not read a stored result");
+                None
+            });
+            found.push((order, result));
+        }
+        let _ = done.send(found);
     });
 }
 

@@ -320,6 +320,10 @@ fn on_fetch(
         metrics.reject("bad_fetch_signature");
         return;
     }
+    if fetch.counters.is_empty() {
+        metrics.reject("bad_fetch_range");
+        return;
+    }
     let start = *fetch.counters.start();
     let end = (*fetch.counters.end()).min(start.saturating_add(MAX_FETCH - 1));
     for proposal in core.on_fetch(start..=end) {

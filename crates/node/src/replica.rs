@@ -696,6 +696,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::AboveWatermark => "above_watermark",
         Reject::InvalidRecoveryState(_) => "invalid_recovery_state",
         Reject::BadEpochClose => "bad_epoch_close",
+        Reject::BadFetch => "bad_fetch_range",
     }
 }
 
@@ -716,7 +717,7 @@ fn on_message(
         Message::Requests(rs) => Ok(core.on_requests(&rs)),
         Message::FetchCommits(f) => {
             if from_mate(core, cluster, f.replica, |k| f.verify(k)) {
-                Ok(core.on_fetch_commits(f.replica, f.warrants, &f.slots))
+                core.on_fetch_commits(f.replica, f.warrants, &f.slots)
             } else {
                 Err(Reject::BadSignature)
             }

@@ -94,7 +94,9 @@ pub struct PrimaryCore {
     /// PREPAREs re-broadcast since the last tick (at most once per tick each).
     rebroadcast: BTreeSet<u64>,
     checker: Checker,
-    /// Valid VIEW-CHANGEs for views this candidate is the primary of, by sender.
+    /// Valid VIEW-CHANGEs for views this candidate is the primary of, by view and sender: each
+    /// sender's latest only, so a Byzantine replica's VIEW-CHANGEs for view after view take no
+    /// more room than one.
     view_changes: BTreeMap<View, BTreeMap<NodeId, ViewChange>>,
     /// The operator's RECONFIGURE, admitted and not yet warranted.
     reconfigure: Option<Reconfigure>,
@@ -232,14 +234,26 @@ impl PrimaryCore {
         self.view
     }
 
-    /// A replica's VIEW-CHANGE. Kept if it is valid and for a later view this candidate is the
-    /// primary of (others are ignored); with f+1 from every group the NEW-VIEW is warranted.
+    /// A replica's VIEW-CHANGE. Kept if it is valid, for a later view this candidate is the
+    /// primary of, and the sender's latest (it replaces the sender's earlier one; others are
+    /// ignored); with f+1 from every group for one view the NEW-VIEW is warranted.
     pub fn on_view_change(&mut self, vc: ViewChange) -> Result<Vec<Action>, Invalid> {
         let next = vc.next_view;
         if next <= self.view || primary_of(&self.cluster, next) != self.me {
             return Ok(Vec::new());
         }
+        let later_kept = self
+            .view_changes
+            .range(next..)
+            .any(|(_, by_sender)| by_sender.contains_key(&vc.replica));
+        if later_kept {
+            return Ok(Vec::new());
+        }
         self.checker.view_change(&vc)?;
+        self.view_changes.retain(|_, by_sender| {
+            by_sender.remove(&vc.replica);
+            !by_sender.is_empty()
+        });
         self.view_changes
             .entry(next)
             .or_default()
@@ -247,23 +261,26 @@ impl PrimaryCore {
         Ok(self.next_batch())
     }
 
-    /// The VIEW-CHANGEs of the latest view that has f+1 from every group, f+1 per group.
+    /// The VIEW-CHANGEs of the latest view that has f+1 from every group, f+1 per group. Every
+    /// view is looked at, not only the highest kept: a Byzantine replica's VIEW-CHANGE for a view
+    /// far ahead must not hide the quorum the correct replicas gathered for an earlier one.
     fn new_view_quorum(&self) -> Option<(View, Vec<ViewChange>)> {
         let quorum = self.cluster.config.f + 1;
-        let (&view, changes) = self.view_changes.iter().next_back()?;
-        let mut chosen = Vec::new();
-        for g in &self.cluster.config.groups {
-            let of_group: Vec<&ViewChange> = changes
-                .values()
-                .filter(|vc| vc.group.0 == g.id)
-                .take(quorum)
-                .collect();
-            if of_group.len() < quorum {
-                return None;
+        self.view_changes.iter().rev().find_map(|(&view, changes)| {
+            let mut chosen = Vec::new();
+            for g in &self.cluster.config.groups {
+                let of_group: Vec<&ViewChange> = changes
+                    .values()
+                    .filter(|vc| vc.group.0 == g.id)
+                    .take(quorum)
+                    .collect();
+                if of_group.len() < quorum {
+                    return None;
+                }
+                chosen.extend(of_group.into_iter().cloned());
             }
-            chosen.extend(of_group.into_iter().cloned());
-        }
-        Some((view, chosen))
+            Some((view, chosen))
+        })
     }
 
     /// A restarted replica's JOIN: ordered with the next PREPARE if this candidate is the primary
@@ -421,7 +438,11 @@ impl PrimaryCore {
     }
 
     /// A replica asks for PREPAREs or NEW-VIEWs it lost (a gap in the warrant counters it holds).
+    /// A reversed range (a Byzantine replica's) asks for nothing: `BTreeMap::range` would panic.
     pub fn on_fetch(&self, counters: RangeInclusive<u64>) -> Vec<Proposal> {
+        if counters.is_empty() {
+            return Vec::new();
+        }
         self.recent
             .range(counters)
             .map(|(_, p)| p.clone())
@@ -771,6 +792,47 @@ mod tests {
         assert!(expected.contains(&Err(Rejection::Duplicate)));
     }
 
+    /// `replica` (of `group`, its first warrant) asks to move to `next_view`.
+    fn view_change(replica: u32, group: u32, next_view: u64) -> ViewChange {
+        let body = proto::ViewChangeBody {
+            checkpoint: None,
+            base: None,
+            prepares: Vec::new(),
+            log: Vec::new(),
+            anchor_proof: Vec::new(),
+        };
+        let (replica, group) = (NodeId(replica), GroupId(group));
+        proto::testing::first_view_change(replica, group, View(next_view), body)
+    }
+
+    /// A Byzantine replica warrants a VIEW-CHANGE for a view far ahead that this candidate would
+    /// lead: the quorum the correct replicas gathered for view 3 still makes the NEW-VIEW, and
+    /// the Byzantine replica's VIEW-CHANGEs take one entry however many views it names.
+    #[test]
+    fn a_view_change_far_ahead_does_not_hide_the_quorum_of_an_earlier_view() {
+        let mut p = primary(8);
+        assert_eq!(p.on_view_change(view_change(101, 0, 3000)), Ok(Vec::new()));
+        assert_eq!(p.on_view_change(view_change(101, 0, 3003)), Ok(Vec::new()));
+        assert_eq!(p.on_view_change(view_change(101, 0, 3)), Ok(Vec::new()));
+        assert_eq!(p.view_changes.values().map(BTreeMap::len).sum::<usize>(), 1);
+        for (replica, group) in [(102, 0), (103, 0), (201, 1)] {
+            assert_eq!(
+                p.on_view_change(view_change(replica, group, 3)),
+                Ok(Vec::new())
+            );
+        }
+        let out = p.on_view_change(view_change(202, 1, 3)).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::NewView(nv)), ..] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(nv.view, View(3));
+        assert_eq!(p.view(), View(3));
+    }
+
     #[test]
     fn lost_prepares_are_fetched_and_a_retransmission_resends_its_prepare_once_per_tick() {
         let mut p = primary(8);
@@ -785,6 +847,12 @@ mod tests {
         let prepare = prepare.clone();
         assert_eq!(p.on_fetch(1..=5), vec![prepare.clone()]);
         assert!(p.on_fetch(2..=5).is_empty());
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 5..=1;
+        assert!(
+            p.on_fetch(reversed).is_empty(),
+            "asks for nothing, no panic"
+        );
         let again = p.on_request(request(1, 1, &[0]));
         assert_eq!(again, Ok(vec![Action::Broadcast(prepare.clone())]));
         assert_eq!(p.on_request(request(1, 1, &[0])), Ok(vec![]));

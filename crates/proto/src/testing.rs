@@ -127,6 +127,25 @@ pub fn usig_in_epoch(node: NodeId, epoch: Epoch) -> SoftUsig {
     SoftUsig::in_memory(usig_id(node), seed(b'u', u64::from(node.0)), epoch)
 }
 
+/// `replica` of `group` asks to move to `next_view` with `body`, under the first warrant of its
+/// USIG.
+pub fn first_view_change(
+    replica: NodeId,
+    group: crate::ids::GroupId,
+    next_view: crate::ids::View,
+    body: crate::ViewChangeBody,
+) -> crate::ViewChange {
+    use usig::Usig;
+    let bytes = crate::ViewChange::warranted_bytes(replica, group, next_view, &body.digest());
+    crate::ViewChange {
+        replica,
+        group,
+        next_view,
+        body,
+        ui: usig(replica).create_ui(&bytes).unwrap(),
+    }
+}
+
 /// A node's signing key.
 pub fn node_key(node: NodeId) -> SigningKey {
     SigningKey::from_seed(seed(b'n', u64::from(node.0)))

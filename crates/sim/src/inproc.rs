@@ -629,6 +629,13 @@ impl Harness {
                         .collect();
                     queue.extend(self.dbs[i].voter.executed_all(results));
                 }
+                VoterAction::LookUp { orders } => {
+                    let found = orders
+                        .iter()
+                        .map(|&o| (o, Some(o.to_be_bytes().to_vec())))
+                        .collect();
+                    queue.extend(self.dbs[i].voter.looked_up(found).0);
+                }
                 VoterAction::Reply { group, reply } => {
                     let members = self.dbs[i].voter.members_of(group);
                     let to: Vec<Addr> = members

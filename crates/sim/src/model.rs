@@ -17,6 +17,11 @@ pub struct ModelDb {
 }
 
 impl ModelDb {
+    /// The stored result of an order that ran.
+    pub fn stored(&self, order: u64) -> Option<Vec<u8>> {
+        self.results.get(&order).cloned()
+    }
+
     /// Executes, or returns the stored result of an order that already ran. Panics if the
     /// voter asked for an execution whose predecessors have not run (a protocol bug).
     pub fn execute(&mut self, e: &Execution) -> Vec<u8> {

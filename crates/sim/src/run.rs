@@ -892,7 +892,7 @@ impl World {
                 let actions = self
                     .replicas
                     .get(&id)
-                    .map(|r| r.core.on_fetch_commits(from, warrants, &prepares))
+                    .and_then(|r| r.core.on_fetch_commits(from, warrants, &prepares).ok())
                     .unwrap_or_default();
                 self.replica_actions(id, actions);
             }
@@ -1630,6 +1630,13 @@ impl World {
                     };
                     let results = batch.iter().map(|e| (e.order, d.db.execute(e))).collect();
                     queue.extend(d.voter.executed_all(results));
+                }
+                VoterAction::LookUp { orders } => {
+                    let Some(d) = self.voters.get_mut(&id) else {
+                        return;
+                    };
+                    let found = orders.iter().map(|&o| (o, d.db.stored(o))).collect();
+                    queue.extend(d.voter.looked_up(found).0);
                 }
                 VoterAction::Reply { group, mut reply } => {
                     if self.faulty(Fault::WrongResult(id)) {

@@ -392,7 +392,7 @@ impl VoterCore {
         st.claims.clear();
         st.pasts = 0;
         self.decided.retain(|&o, _| o > order);
-        self.votes.retain(|&o, _| o > order);
+        self.votes.retain(|o| o > order);
         self.schedule()
     }
 
