@@ -151,11 +151,17 @@ impl Cut {
     }
 }
 
+/// Cuts a [`Checker`] remembers at most: a NEW-VIEW's check nests at most [`MAX_NESTED_VIEWS`]
+/// bases, and a Byzantine candidate that warrants NEW-VIEW after NEW-VIEW must not fill memory.
+const MAX_REMEMBERED_CUTS: usize = 4 * MAX_NESTED_VIEWS;
+
 /// Checks VIEW-CHANGEs and NEW-VIEWs, remembering the cuts of NEW-VIEWs already checked (the
-/// VIEW-CHANGEs of one view usually share their base).
+/// VIEW-CHANGEs of one view usually share their base), those of the lowest views forgotten first
+/// beyond [`MAX_REMEMBERED_CUTS`]: a memo only, so forgetting costs a recomputation, never a
+/// different answer.
 pub struct Checker {
     cluster: Arc<Cluster>,
-    cuts: BTreeMap<MessageDigest, Arc<Cut>>,
+    cuts: BTreeMap<(View, MessageDigest), Arc<Cut>>,
 }
 
 impl Checker {
@@ -330,7 +336,7 @@ impl Checker {
 
     fn cut(&mut self, nv: &NewView, depth: usize) -> Result<Arc<Cut>, Invalid> {
         let digest = nv.digest();
-        if let Some(cut) = self.cuts.get(&digest) {
+        if let Some(cut) = self.cuts.get(&(nv.view, digest)) {
             return Ok(cut.clone());
         }
         let cluster = self.cluster.clone();
@@ -369,7 +375,10 @@ impl Checker {
         let mut cut = combine(&cluster, shown);
         cut.slots.push(Slot::NewView(digest));
         let cut = Arc::new(cut);
-        self.cuts.insert(digest, cut.clone());
+        self.cuts.insert((nv.view, digest), cut.clone());
+        while self.cuts.len() > MAX_REMEMBERED_CUTS {
+            self.cuts.pop_first();
+        }
         Ok(cut)
     }
 }
@@ -1034,5 +1043,37 @@ mod tests {
         );
         let valid = new_view(1, [group0(), group1()].concat());
         assert_eq!(checker.new_view(&valid).unwrap().slots.len(), 2);
+    }
+
+    /// A candidate that warrants NEW-VIEW after NEW-VIEW (each valid, each its own digest) fills
+    /// the checker's memo of cuts only up to its bound, and a forgotten cut is computed again.
+    #[test]
+    fn the_remembered_cuts_are_bounded() {
+        let cluster = cluster();
+        let mut checker = Checker::new(cluster.clone());
+        let quorum = vec![
+            member(&cluster, 101, 0, &[]),
+            member(&cluster, 102, 0, &[]),
+            member(&cluster, 201, 1, &[]),
+            member(&cluster, 202, 1, &[]),
+        ];
+        let mut candidate = usig(NodeId(1));
+        let epoch = proto::ConfigEpoch(1);
+        let bytes = NewView::warranted_bytes(View(1), epoch, NodeId(1), &quorum);
+        let new_views: Vec<NewView> = (0..MAX_REMEMBERED_CUTS + 8)
+            .map(|_| NewView {
+                view: View(1),
+                config_epoch: epoch,
+                primary: NodeId(1),
+                view_changes: quorum.clone(),
+                ui: candidate.create_ui(&bytes).unwrap(),
+            })
+            .collect();
+        let first = checker.new_view(&new_views[0]).unwrap();
+        for nv in &new_views[1..] {
+            checker.new_view(nv).unwrap();
+        }
+        assert_eq!(checker.cuts.len(), MAX_REMEMBERED_CUTS);
+        assert_eq!(checker.new_view(&new_views[0]).unwrap(), first);
     }
 }
