@@ -53,6 +53,10 @@ pub struct Checkpoints {
     /// Our warranted CHECKPOINTs: slot and the warrant counter of the first at that slot.
     own: BTreeMap<u64, u64>,
     votes: BTreeMap<Point, BTreeMap<NodeId, Checkpoint>>,
+    /// Where each replica's vote at each slot is: one per replica and slot, its latest by
+    /// warrant (a correct replica sends another only with a new view's history), so a Byzantine
+    /// one cannot hold an entry per warrant it spends.
+    voted: BTreeMap<(u64, NodeId), Point>,
     stable: Low,
 }
 
@@ -73,6 +77,7 @@ impl Checkpoints {
             queued: 0,
             own: BTreeMap::new(),
             votes: BTreeMap::new(),
+            voted: BTreeMap::new(),
         }
     }
 
@@ -208,10 +213,25 @@ impl Checkpoints {
             return None;
         }
         let point = (slot, checkpoint.chain, checkpoint.book, checkpoint.lineage);
+        let replica = checkpoint.replica;
+        if let Some(earlier) = self.voted.get(&(slot, replica)) {
+            let kept = self.votes.get_mut(earlier).and_then(|v| v.get(&replica));
+            let warrant = |c: &Checkpoint| (c.ui.epoch, c.ui.counter);
+            if kept.is_some_and(|k| warrant(k) >= warrant(&checkpoint)) {
+                return None;
+            }
+            if let Some(votes) = self.votes.get_mut(earlier) {
+                votes.remove(&replica);
+                if votes.is_empty() {
+                    self.votes.remove(earlier);
+                }
+            }
+        }
+        self.voted.insert((slot, replica), point);
         self.votes
             .entry(point)
             .or_default()
-            .insert(checkpoint.replica, checkpoint);
+            .insert(replica, checkpoint);
         self.try_stable(slot)
     }
 
@@ -260,6 +280,7 @@ impl Checkpoints {
         self.stable = low;
         self.snapshots.retain(|&s, _| s > slot);
         self.votes.retain(|&(s, _, _, _), _| s > slot);
+        self.voted.retain(|&(s, _), _| s > slot);
         self.queued = self.queued.max(slot);
         let keep_from = slot.saturating_sub(CHECKPOINT_INTERVAL);
         // Our CHECKPOINTs below the anchor are no longer needed, nor reports of them; we report
@@ -350,6 +371,48 @@ pub(crate) mod tests {
         let far = 20 * CHECKPOINT_INTERVAL;
         cp.vote(vote(101, far, chain, book.digest()));
         assert_eq!(cp.retained(), 0);
+    }
+
+    /// A replica holds one vote per slot, its latest by warrant: a Byzantine one that warrants
+    /// CHECKPOINT after CHECKPOINT at one slot, each for another history, takes one entry, and a
+    /// vote that arrives after a later one of the same replica does not replace it.
+    #[test]
+    fn a_replica_holds_one_vote_per_slot_its_latest() {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 1).cluster);
+        let book = OrderBook::new(&cluster).digest();
+        let mut cp = Checkpoints::new(cluster.clone(), NodeId(101), GroupId(0));
+        let slot = CHECKPOINT_INTERVAL;
+        let mut byzantine = usig(NodeId(102));
+        let forged: Vec<Checkpoint> = (0..100u32)
+            .map(|i| {
+                let chain = MessageDigest::of(&i.to_be_bytes());
+                signed(
+                    &mut byzantine,
+                    102,
+                    slot,
+                    (chain, book),
+                    Lineage::GENESIS,
+                    vec![],
+                )
+            })
+            .collect();
+        for c in &forged[1..] {
+            cp.vote(c.clone());
+        }
+        assert_eq!(cp.retained(), 1);
+        // The earliest one arrives last (another group's votes are not delivered in order).
+        cp.vote(forged[0].clone());
+        let point = (slot, forged[99].chain, book, Lineage::GENESIS);
+        assert!(cp.votes[&point].contains_key(&NodeId(102)));
+        // The same history from the others still becomes stable with it.
+        let chain = forged[99].chain;
+        let honest = |r| vote(r, slot, chain, book);
+        assert_eq!(cp.vote(honest(103)), None);
+        let lineage = Lineage::GENESIS;
+        assert_eq!(
+            cp.passed(slot, chain, &OrderBook::new(&cluster), lineage),
+            Some(slot)
+        );
     }
 
     /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.
