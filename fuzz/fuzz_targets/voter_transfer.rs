@@ -35,6 +35,8 @@ struct Driver {
     snapshots: BTreeSet<u64>,
     /// Database nodes other than this one that validly signed each (order, digest).
     signed: BTreeMap<(u64, [u8; 32]), BTreeSet<NodeId>>,
+    /// Orders whose stored results the voter asked for (answered with none: nothing is stored).
+    lookups: Vec<u64>,
 }
 
 impl Driver {
@@ -42,6 +44,7 @@ impl Driver {
         for action in actions {
             match action {
                 VoterAction::Execute(batch) => self.released.extend(batch.iter().map(|e| e.order)),
+                VoterAction::LookUp { orders } => self.lookups.extend(orders),
                 VoterAction::Snapshot { order, .. } => {
                     self.snapshots.insert(order);
                 }
@@ -206,5 +209,11 @@ fuzz_target!(|data: &[u8]| {
             _ => Vec::new(),
         };
         driver.take(actions);
+        if !driver.lookups.is_empty() {
+            let found = driver.lookups.drain(..).map(|o| (o, None)).collect();
+            let (answers, missing) = voter.looked_up(found);
+            assert!(answers.is_empty(), "nothing stored, nothing answered");
+            assert!(missing > 0);
+        }
     }
 });
