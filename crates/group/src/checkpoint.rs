@@ -144,15 +144,20 @@ impl Checkpoints {
     }
 
     /// A CHECKPOINT of a member of our group (ours included), in its warrant order: remember
-    /// where its first one at each slot is, and keep it if it reports our own.
+    /// where its first one at each slot is (within the horizon of the votes we keep: one
+    /// entry per warrant a Byzantine member spends on ever higher slots would fill memory),
+    /// and keep it if it reports our own.
     pub fn delivered(&mut self, checkpoint: &Checkpoint) {
+        let horizon = self.horizon();
         let Some(member) = self.members.get_mut(&checkpoint.replica) else {
             return;
         };
         if checkpoint.slot > member.highest {
             member.highest = checkpoint.slot;
-            let anchor = Anchor::of(checkpoint.replica, &checkpoint.ui);
-            member.first.insert(checkpoint.slot, anchor);
+            if checkpoint.slot <= horizon && checkpoint.slot % CHECKPOINT_INTERVAL == 0 {
+                let anchor = Anchor::of(checkpoint.replica, &checkpoint.ui);
+                member.first.insert(checkpoint.slot, anchor);
+            }
         }
         let Some(below) = checkpoint.slot.checked_sub(CHECKPOINT_INTERVAL) else {
             return;
@@ -207,9 +212,7 @@ impl Checkpoints {
     /// A replica's CHECKPOINT (warrant checked by the caller). Returns the newly stable slot.
     pub fn vote(&mut self, checkpoint: Checkpoint) -> Option<u64> {
         let slot = checkpoint.slot;
-        let reached = self.snapshots.keys().next_back().copied();
-        let horizon = reached.unwrap_or(0).max(self.stable.slot) + VOTE_HORIZON;
-        if slot <= self.stable.slot || slot > horizon || slot % CHECKPOINT_INTERVAL != 0 {
+        if slot <= self.stable.slot || slot > self.horizon() || slot % CHECKPOINT_INTERVAL != 0 {
             return None;
         }
         let point = (slot, checkpoint.chain, checkpoint.book, checkpoint.lineage);
@@ -233,6 +236,13 @@ impl Checkpoints {
             .or_default()
             .insert(replica, checkpoint);
         self.try_stable(slot)
+    }
+
+    /// The highest checkpoint slot whose CHECKPOINTs we keep: [`VOTE_HORIZON`] beyond our
+    /// history or the stable checkpoint, whichever is further.
+    fn horizon(&self) -> u64 {
+        let reached = self.snapshots.keys().next_back().copied().unwrap_or(0);
+        reached.max(self.stable.slot) + VOTE_HORIZON
     }
 
     /// Makes `slot` stable if f+1 replicas of every group vouch for what our snapshot holds.
@@ -413,6 +423,42 @@ pub(crate) mod tests {
             cp.passed(slot, chain, &OrderBook::new(&cluster), lineage),
             Some(slot)
         );
+    }
+
+    /// A Byzantine member's CHECKPOINTs claim ever higher slots. Each raises the watermark its
+    /// COMMITs are held to (a claim only ever makes them count later), but only those within
+    /// the horizon of the votes we keep take an entry.
+    #[test]
+    fn a_members_claims_far_ahead_take_no_entries() {
+        let cluster = Arc::new(TestCluster::new(1, 1, 2, 1).cluster);
+        let book = OrderBook::new(&cluster).digest();
+        let mut cp = Checkpoints::new(cluster, NodeId(101), GroupId(0));
+        let chain = MessageDigest::of(b"history");
+        let mut byzantine = usig(NodeId(102));
+        let mut claim = |slot| {
+            signed(
+                &mut byzantine,
+                102,
+                slot,
+                (chain, book),
+                Lineage::GENESIS,
+                vec![],
+            )
+        };
+        for k in 1..=1_000 {
+            let c = claim(k * CHECKPOINT_INTERVAL);
+            cp.delivered(&c);
+            cp.vote(c);
+            // Not at a checkpoint slot: no entry either.
+            cp.delivered(&claim(k * CHECKPOINT_INTERVAL + 1));
+        }
+        // Four slots within the horizon: a first CHECKPOINT and a vote at each.
+        assert_eq!(cp.retained(), 8);
+        let far = 1_000 * CHECKPOINT_INTERVAL;
+        assert!(cp.peer_may_commit(NodeId(102), far));
+        // What we report an interval above: its first CHECKPOINT at 4 intervals, none at 5.
+        assert_eq!(cp.anchors_for(5 * CHECKPOINT_INTERVAL).len(), 1);
+        assert!(cp.anchors_for(6 * CHECKPOINT_INTERVAL).is_empty());
     }
 
     /// A CHECKPOINT of `replica` at `slot` warranted by `who`, reporting `anchors`.

@@ -129,6 +129,9 @@ pub enum Reject {
     BadEpochClose,
     /// A FETCH-COMMITS whose range of warrant counters is reversed (start after end).
     BadFetch,
+    /// A peer's COMMIT for a slot [`AGREEMENT_HORIZON`] or more beyond our history, where no
+    /// agreement is open.
+    BeyondHorizon,
 }
 
 /// Why a recovering replica cannot use a peer's state.
@@ -156,10 +159,35 @@ struct Agreement {
     executions: Option<Arc<Vec<Execution>>>,
     /// The PREPARE, carried in our COMMIT (none for a NEW-VIEW slot).
     prepare: Option<Arc<Prepare>>,
-    committed: BTreeSet<NodeId>,
+    /// Each member's COMMIT for the slot (proposal and prefix), its latest in its warrant
+    /// order, ours included: a COMMIT for something else that came first (a Byzantine peer's)
+    /// must not cost a correct peer's matching one its vote.
+    votes: BTreeMap<NodeId, (MessageDigest, MessageDigest)>,
     accepted: bool,
     /// Tick at which we started on it, or last asked peers for their COMMITs.
     asked: u64,
+}
+
+impl Agreement {
+    /// An agreement on `slot` opened at tick `now`, for `proposal` with `prefix` until our
+    /// own PREPARE says what the slot holds.
+    fn open(proposal: MessageDigest, prefix: MessageDigest, now: u64) -> Self {
+        Agreement {
+            proposal,
+            prefix,
+            executions: None,
+            prepare: None,
+            votes: BTreeMap::new(),
+            accepted: false,
+            asked: now,
+        }
+    }
+
+    /// Members whose COMMIT is for what this agreement holds.
+    fn matching(&self) -> usize {
+        let ours = (self.proposal, self.prefix);
+        self.votes.values().filter(|&&v| v == ours).count()
+    }
 }
 
 struct Awaiting {
@@ -248,6 +276,11 @@ const KEEP_DECIDED: usize = 4096;
 const KEEP_COMMITS: usize = 4096;
 /// Peers' COMMITs of a view we have not entered yet, kept until we do.
 const KEEP_FUTURE: usize = 4096;
+/// How far beyond our history a peer's COMMIT may open an agreement: 1,024 slots, eight
+/// checkpoint intervals. A correct peer COMMITs at most two intervals beyond its own CHECKPOINTs
+/// (the high watermark), and a replica further behind than this is past what fetching repairs
+/// anyway (an ordered verifier holds 1,024 counters): it catches up by state transfer.
+pub const AGREEMENT_HORIZON: u64 = 8 * CHECKPOINT_INTERVAL;
 /// Ticks without progress before we ask again for COMMITs or re-send a COMMIT-DB: under load
 /// an agreement or an execution legitimately takes a few ticks, and asking every tick would
 /// multiply the work of the very nodes that are behind.
@@ -719,6 +752,9 @@ impl ReplicaCore {
         }
         let slot = h.base_slot + (counter - h.base_counter);
         while self.history.next_slot < slot {
+            // A null slot: a peer's COMMIT for it (a Byzantine one's) must not leave an
+            // agreement open that holds back our CHECKPOINTs forever.
+            self.agreements.remove(&self.history.next_slot);
             self.history.chain = chain(&self.history.chain, None);
             self.passed(self.history.next_slot);
             self.history.next_slot += 1;
@@ -889,21 +925,12 @@ impl ReplicaCore {
         executions: Vec<Execution>,
     ) {
         let now = self.ticks;
-        let agreement = self.agreements.entry(slot).or_insert_with(|| Agreement {
-            proposal,
-            prefix,
-            executions: None,
-            prepare: None,
-            committed: BTreeSet::new(),
-            accepted: false,
-            asked: now,
-        });
-        // Peers' COMMITs that came first for something else do not count for ours.
-        if agreement.proposal != proposal || agreement.prefix != prefix {
-            agreement.proposal = proposal;
-            agreement.prefix = prefix;
-            agreement.committed.clear();
-        }
+        let agreement =
+            (self.agreements.entry(slot)).or_insert_with(|| Agreement::open(proposal, prefix, now));
+        // What we hold is what counts: peers' COMMITs for something else stay, and count
+        // for nothing.
+        agreement.proposal = proposal;
+        agreement.prefix = prefix;
         agreement.prepare = prepare;
         agreement.executions = Some(Arc::new(executions));
         self.to_warrant.push_back(slot);
@@ -1164,9 +1191,7 @@ impl ReplicaCore {
                     ui,
                 };
                 if let Some(agreement) = self.agreements.get_mut(&slot) {
-                    if agreement.proposal == proposal && agreement.prefix == prefix {
-                        agreement.committed.insert(self.me);
-                    }
+                    agreement.votes.insert(self.me, (proposal, prefix));
                 }
                 self.log.push(Warranted::Commit(commit.stub()));
                 self.sent_for.insert(slot, commit.ui.counter);
@@ -1417,19 +1442,19 @@ impl ReplicaCore {
         if slot < self.history.next_slot && !self.agreements.contains_key(&slot) {
             return Ok(actions);
         }
-        let now = self.ticks;
-        let agreement = self.agreements.entry(slot).or_insert_with(|| Agreement {
-            proposal: commit.proposal,
-            prefix: commit.prefix,
-            executions: None,
-            prepare: None,
-            committed: BTreeSet::new(),
-            accepted: false,
-            asked: now,
-        });
-        if agreement.proposal == commit.proposal && agreement.prefix == commit.prefix {
-            agreement.committed.insert(commit.replica);
+        // A peer's COMMIT opens an agreement only within a horizon of our history: a Byzantine
+        // peer whose CHECKPOINT claims a slot far ahead passes the high watermark everywhere,
+        // and must not open an agreement per warrant it spends. A correct peer that far ahead
+        // leaves us behind for good; we catch up by state transfer (`far_behind`).
+        if slot >= self.history.next_slot.saturating_add(AGREEMENT_HORIZON)
+            && !self.agreements.contains_key(&slot)
+        {
+            return Err(Reject::BeyondHorizon);
         }
+        let now = self.ticks;
+        let agreement = (self.agreements.entry(slot))
+            .or_insert_with(|| Agreement::open(commit.proposal, commit.prefix, now));
+        (agreement.votes).insert(commit.replica, (commit.proposal, commit.prefix));
         Ok(actions)
     }
 
@@ -1438,7 +1463,7 @@ impl ReplicaCore {
         let quorum = self.f() + 1;
         let mut actions = Vec::new();
         for (&slot, agreement) in self.agreements.iter_mut() {
-            if agreement.accepted || agreement.committed.len() < quorum {
+            if agreement.accepted || agreement.matching() < quorum {
                 continue;
             }
             if let Some(executions) = &agreement.executions {

@@ -4,21 +4,15 @@
 //! replica refused thousands of duplicates and took seconds to follow its view's primary. And
 //! when it may have lost the tail of the primary's sequence: it asks a quiet primary only.
 
+mod common;
+
+use common::Primary;
 use group::core::{Action, ReplicaCore};
-use group::render::Renderer;
-use proto::testing::{node_key, usig, BytesArePartitions, TestCluster};
+use proto::testing::{node_key, usig};
 use proto::{Commit, NodeId, Prepare, Proposal, View};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::{MessageDigest, Usig};
-
-struct Plain;
-
-impl Renderer for Plain {
-    fn render(&self, _: &proto::RequestBody, result: &[u8]) -> Vec<u8> {
-        result.to_vec()
-    }
-}
 
 fn fetches(actions: &[Action]) -> Vec<RangeInclusive<u64>> {
     actions
@@ -37,32 +31,15 @@ fn deliver(replica: &mut ReplicaCore, p: &Prepare) -> Vec<RangeInclusive<u64>> {
 
 /// Replica 101 of a one-group cluster, in view 0, and its cluster.
 fn replica_101() -> (Arc<proto::config::Cluster>, ReplicaCore) {
-    let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-    let me = NodeId(101);
-    let rule = Arc::new(BytesArePartitions);
-    let replica =
-        ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+    let cluster = common::cluster();
+    let replica = common::replica(&cluster, NodeId(101));
     (cluster, replica)
 }
 
 /// `n` PREPAREs without entries from the view-0 primary, in counter order.
 fn empty_prepares(cluster: &proto::config::Cluster, n: usize) -> Vec<Prepare> {
-    let mut candidate = usig(NodeId(0));
-    (0..n)
-        .map(|_| {
-            let (view, epoch, primary) = (View(0), cluster.epoch(), NodeId(0));
-            let bytes = Prepare::warranted_bytes(view, epoch, primary, &[], &[], None);
-            Prepare {
-                view,
-                config_epoch: epoch,
-                primary,
-                entries: Vec::new(),
-                joins: Vec::new(),
-                reconfigure: None,
-                ui: candidate.create_ui(&bytes).unwrap(),
-            }
-        })
-        .collect()
+    let mut primary = Primary::new(cluster);
+    (0..n).map(|_| primary.empty()).collect()
 }
 
 /// A PREPARE that starts no agreement (a JOIN's, say) is carried by no peer's COMMIT, so a lost

@@ -5,102 +5,41 @@
 //! have its later COMMITs of the view it left counted (docs/protocol.md, "Why a late COMMIT is
 //! still checked").
 
-use group::core::{Action, Reject, ReplicaCore};
-use group::render::Renderer;
-use proto::testing::{node_key, request, usig, BytesArePartitions, TestCluster};
-use proto::{Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, View};
-use std::sync::Arc;
-use usig::soft::SoftUsig;
+mod common;
+
+use common::{Member, Primary};
+use group::core::Reject;
+use proto::testing::usig;
+use proto::{Commit, NodeId};
 use usig::{UniqueWarrant, Usig};
 
-struct Plain;
-
-impl Renderer for Plain {
-    fn render(&self, _: &proto::RequestBody, result: &[u8]) -> Vec<u8> {
-        result.to_vec()
-    }
-}
-
-/// Replica 101 of a one-group cluster (f=1, members 101, 102 and 103), with its USIG, and the
-/// view-0 primary's.
+/// Replica 101 and the view-0 primary.
 struct Fixture {
-    cluster: Arc<proto::config::Cluster>,
-    replica: ReplicaCore,
-    own: SoftUsig,
-    primary: SoftUsig,
-    timestamp: u64,
+    replica: Member,
+    primary: Primary,
 }
 
 impl Fixture {
     fn new() -> Fixture {
-        let cluster = Arc::new(TestCluster::new(1, 1, 2, 4).cluster);
-        let me = NodeId(101);
-        let rule = Arc::new(BytesArePartitions);
-        let replica =
-            ReplicaCore::new(cluster.clone(), rule, Arc::new(Plain), node_key(me), me, 20).unwrap();
+        let cluster = common::cluster();
         Fixture {
-            cluster,
-            replica,
-            own: usig(me),
-            primary: usig(NodeId(0)),
-            timestamp: 0,
+            replica: Member::new(&cluster, 101),
+            primary: Primary::new(&cluster),
         }
     }
 
-    /// The primary's next PREPARE, one request for partition 0, processed here: returns our
-    /// COMMIT for it (which names its slot, proposal and prefix).
+    /// The primary's next PREPARE, processed here: returns our COMMIT for it (which names its
+    /// slot, proposal and prefix).
     fn prepare(&mut self) -> Commit {
-        self.timestamp += 1;
-        let entries = vec![PrepareEntry {
-            group: GroupId(0),
-            request: request(1, self.timestamp, &[0]),
-        }];
-        let (view, epoch) = (View(0), self.cluster.epoch());
-        let bytes = Prepare::warranted_bytes(view, epoch, NodeId(0), &entries, &[], None);
-        let prepare = Prepare {
-            view,
-            config_epoch: epoch,
-            primary: NodeId(0),
-            entries,
-            joins: Vec::new(),
-            reconfigure: None,
-            ui: self.primary.create_ui(&bytes).unwrap(),
-        };
-        let actions = self
-            .replica
-            .on_proposal(Proposal::Prepare(prepare))
-            .unwrap();
-        let bytes = actions
-            .into_iter()
-            .find_map(|a| match a {
-                Action::Warrant { bytes } => Some(bytes),
-                _ => None,
-            })
-            .expect("our COMMIT is warranted");
-        let ui = self.own.create_ui(&bytes).unwrap();
-        self.replica
-            .warranted(ui)
-            .into_iter()
-            .find_map(|a| match a {
-                Action::SendCommit { commit, .. } => Some(*commit),
-                _ => None,
-            })
-            .expect("our COMMIT goes out")
+        let prepare = self.primary.prepare();
+        let mut ours = self.replica.prepare(&prepare).commits;
+        ours.pop().expect("our COMMIT goes out")
     }
 
-    /// Hands a peer's COMMIT to the replica; true when it decided a slot (f+1 with ours), which
-    /// is then recorded.
+    /// Hands a peer's COMMIT to the replica; true when it decided that slot (f+1 with ours).
     fn decides(&mut self, commit: Commit) -> Result<bool, Reject> {
         let slot = commit.slot;
-        let decided = self
-            .replica
-            .on_commit(commit)?
-            .iter()
-            .any(|a| matches!(a, Action::Persist { slot: s, .. } if *s == slot));
-        if decided {
-            self.replica.persisted(slot);
-        }
-        Ok(decided)
+        Ok(self.replica.commit(commit)?.decided.contains(&slot))
     }
 }
 
@@ -144,7 +83,7 @@ fn slot_2_decided_by_103(forge: bool) -> bool {
 
     let second = f.prepare();
     let decided = f.decides(commit_of(103, &second, warrant_103)).unwrap();
-    assert_eq!(f.replica.commit_gaps(), usize::from(forge));
+    assert_eq!(f.replica.core.commit_gaps(), usize::from(forge));
     decided
 }
 

@@ -697,6 +697,7 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::InvalidRecoveryState(_) => "invalid_recovery_state",
         Reject::BadEpochClose => "bad_epoch_close",
         Reject::BadFetch => "bad_fetch_range",
+        Reject::BeyondHorizon => "beyond_horizon",
     }
 }
 

@@ -1,0 +1,131 @@
+//! A Byzantine member's COMMITs and CHECKPOINTs are warranted, so they are delivered in its
+//! counter order like anyone's; what they name is its choice. None of it may cost a correct
+//! member's COMMIT its vote, or open agreements without bound (docs/protocol.md, "Byzantine
+//! input").
+
+mod common;
+
+use common::{Member, Primary};
+use group::core::{Reject, AGREEMENT_HORIZON};
+use proto::testing::usig;
+use proto::{Checkpoint, Commit, Lineage, NodeId, View, CHECKPOINT_INTERVAL};
+use usig::soft::SoftUsig;
+use usig::{MessageDigest, Usig};
+
+/// Member 103's COMMIT for `slot` of view 0, for a proposal nobody made.
+fn made_up_commit(byzantine: &mut SoftUsig, slot: u64) -> Commit {
+    let (view, replica) = (View(0), NodeId(103));
+    let (proposal, prefix) = (MessageDigest([7; 32]), MessageDigest([8; 32]));
+    let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
+    Commit {
+        view,
+        replica,
+        slot,
+        proposal,
+        prefix,
+        prepare: None,
+        ui: byzantine.create_ui(&bytes).unwrap(),
+    }
+}
+
+/// Member 103's CHECKPOINT claiming `slot`.
+fn claim(byzantine: &mut SoftUsig, slot: u64) -> Checkpoint {
+    let replica = NodeId(103);
+    let (chain, book, lineage) = (
+        MessageDigest([1; 32]),
+        MessageDigest([2; 32]),
+        Lineage::GENESIS,
+    );
+    let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &[], &[]);
+    Checkpoint {
+        replica,
+        slot,
+        chain,
+        book,
+        lineage,
+        anchors: Vec::new(),
+        followed: Vec::new(),
+        ui: byzantine.create_ui(&bytes).unwrap(),
+    }
+}
+
+/// 103 commits to something else at slot 2 before anything reached 101. 102's COMMIT for slot 2
+/// (carrying its PREPARE) arrives while 101 still misses the primary's counter 1, so 101 cannot
+/// process that PREPARE yet. It used to count only COMMITs matching the first one it saw for a
+/// slot, and to drop them all when its own PREPARE said otherwise: 102's vote was lost for good
+/// (it is never delivered twice), and slot 2 waited for 103, which never helps.
+#[test]
+fn a_commit_for_something_else_that_came_first_costs_a_correct_one_nothing() {
+    let cluster = common::cluster();
+    let mut primary = Primary::new(&cluster);
+    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let mut byzantine = usig(NodeId(103));
+    // Counter 1 has no work for the group (no COMMIT carries it); counter 2 does.
+    let (first, second) = (primary.empty(), primary.prepare());
+    assert!(peer.prepare(&first).commits.is_empty());
+    let peers = peer.prepare(&second).commits;
+    assert_eq!(peers.iter().map(|c| c.slot).collect::<Vec<_>>(), vec![2]);
+
+    let early = replica.commit(made_up_commit(&mut byzantine, 2)).unwrap();
+    assert!(early.decided.is_empty());
+    let waiting = replica.commit(peers[0].clone()).unwrap();
+    assert!(waiting.commits.is_empty(), "slot 2 waits for counter 1");
+
+    let caught_up = replica.prepare(&first);
+    assert_eq!(caught_up.commits.len(), 1, "our COMMIT for slot 2");
+    assert_eq!(caught_up.decided, vec![2], "with 102's, it decides");
+    assert_eq!(replica.core.open_agreements(), 0);
+}
+
+/// 103 claims a CHECKPOINT far ahead, which lifts the high watermark its COMMITs are held to,
+/// and then commits to slot after slot. Only those within the horizon of 101's history open
+/// agreements (one per slot, whoever sends them); the rest are refused and counted. The group
+/// goes on deciding.
+#[test]
+fn commits_beyond_the_horizon_open_no_agreement() {
+    let cluster = common::cluster();
+    let mut primary = Primary::new(&cluster);
+    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let mut byzantine = usig(NodeId(103));
+    let core = &mut replica.core;
+    core.on_checkpoint(claim(&mut byzantine, 1_000 * CHECKPOINT_INTERVAL))
+        .unwrap();
+    let sent = 3 * AGREEMENT_HORIZON;
+    for slot in 1..=sent {
+        core.on_commit(made_up_commit(&mut byzantine, slot))
+            .unwrap();
+    }
+    assert_eq!(core.open_agreements() as u64, AGREEMENT_HORIZON);
+    let refused = core.take_refusals();
+    assert_eq!(refused.len() as u64, sent - AGREEMENT_HORIZON);
+    assert!(refused.iter().all(|r| *r == Reject::BeyondHorizon));
+
+    // Slot 1 is decided by 101 and 102, whatever 103 said about it.
+    let prepare = primary.prepare();
+    let peers = peer.prepare(&prepare).commits;
+    assert!(replica.prepare(&prepare).decided.is_empty());
+    let decided = replica.commit(peers[0].clone()).unwrap().decided;
+    assert_eq!(decided, vec![1]);
+}
+
+/// The primary spends counter 1 on something that is not a PREPARE of its view (a null slot of
+/// the history), and 103 commits to slot 1. The agreement its COMMIT opened goes when the null
+/// slot is passed: open, it would hold back every CHECKPOINT of 101 from then on.
+#[test]
+fn a_commit_for_a_null_slot_leaves_no_agreement_open() {
+    let cluster = common::cluster();
+    let mut primary = Primary::new(&cluster);
+    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let mut byzantine = usig(NodeId(103));
+    replica.commit(made_up_commit(&mut byzantine, 1)).unwrap();
+    let (null, second) = (primary.misnamed(), primary.prepare());
+    assert!(peer.prepare(&null).commits.is_empty());
+    let peers = peer.prepare(&second).commits;
+    assert_eq!(peers.iter().map(|c| c.slot).collect::<Vec<_>>(), vec![2]);
+
+    assert!(replica.prepare(&null).commits.is_empty());
+    assert_eq!(replica.prepare(&second).commits.len(), 1);
+    let decided = replica.commit(peers[0].clone()).unwrap().decided;
+    assert_eq!(decided, vec![2]);
+    assert_eq!(replica.core.open_agreements(), 0);
+}
