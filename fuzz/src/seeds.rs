@@ -119,7 +119,7 @@ impl Seeds {
             ui,
         };
         let proposal = prepare.digest();
-        let prefix = chain(&chain_start(EPOCH), Some(&proposal));
+        let prefix = chain(&chain_start(EPOCH), &proposal);
         let ui = replica
             .create_ui(&Commit::warranted_bytes(
                 View(0),

@@ -386,6 +386,13 @@ pub struct ReplicaCore {
     roots: RootCache,
     /// The highest view we asked to move to.
     requested: View,
+    /// A view whose primary spent a counter of our history on something other than the view's
+    /// next PREPARE (a correct one never does): we take none of its PREPAREs from there on, so
+    /// that our history has no null slot and our VIEW-CHANGE shows every slot after its
+    /// checkpoint, and we ask for the next view.
+    refused_view: Option<View>,
+    /// How often that happened.
+    refused_primaries: u64,
     /// REQ-VIEW-CHANGEs: for each view, who asked, by group.
     asked: BTreeMap<View, BTreeMap<GroupId, BTreeSet<NodeId>>>,
     /// Peers whose VIEW-CHANGE we processed: their later COMMITs of earlier views are ignored.
@@ -510,6 +517,8 @@ impl ReplicaCore {
             waiting: BTreeMap::new(),
             roots: RootCache::default(),
             requested: View(0),
+            refused_view: None,
+            refused_primaries: 0,
             asked: BTreeMap::new(),
             left: BTreeMap::new(),
             future: Vec::new(),
@@ -613,6 +622,12 @@ impl ReplicaCore {
         self.recoveries
     }
 
+    /// How often this replica refused its view's primary for warranting something other than
+    /// the view's next PREPARE (a correct primary never does).
+    pub fn refused_primaries(&self) -> u64 {
+        self.refused_primaries
+    }
+
     /// The primary this replica follows (its current view's).
     pub fn primary(&self) -> NodeId {
         primary_of(&self.cluster, self.view)
@@ -710,6 +725,7 @@ impl ReplicaCore {
         self.proposals_due.extend(delivered);
         let mut actions = Vec::new();
         let mut invalid = false;
+        let refused_before = self.refused_view;
         if !std::mem::replace(&mut self.delivering, true) {
             while let Some(d) = self.proposals_due.pop_front() {
                 match d.payload {
@@ -728,6 +744,9 @@ impl ReplicaCore {
                 counters,
             });
         }
+        if self.refused_view != refused_before {
+            actions.extend(self.request_view(View(self.view.0 + 1)));
+        }
         let released = std::mem::take(&mut self.released);
         actions.extend(self.process_peer_messages(released));
         actions.extend(self.next_warrant());
@@ -738,26 +757,28 @@ impl ReplicaCore {
         Ok(actions)
     }
 
-    /// A PREPARE in its primary's counter order: ours to order if it is of our view.
+    /// A PREPARE in its primary's counter order: ours to order if it is of our view and takes
+    /// the next slot of our history.
     fn delivered_prepare(&mut self, counter: u64, prepare: Prepare, digest: MessageDigest) {
         let h = &self.history;
         // After the epoch's last PREPARE nothing is ordered in this epoch.
         if self.changing_to.is_some()
             || self.book.is_closed()
-            || prepare.view != self.view
             || prepare.primary != self.primary()
             || counter <= h.base_counter
+            || self.refused_view == Some(self.view)
         {
             return;
         }
+        // After its NEW-VIEW a correct primary warrants only its view's PREPAREs, until a
+        // NEW-VIEW of a later view (which we entered, or we would be changing view). Anything
+        // else at a counter of our history (another view's PREPARE here, or a gap left by a
+        // NEW-VIEW we did not enter) proves it faulty (docs/protocol.md, "No null slots").
         let slot = h.base_slot + (counter - h.base_counter);
-        while self.history.next_slot < slot {
-            // A null slot: a peer's COMMIT for it (a Byzantine one's) must not leave an
-            // agreement open that holds back our CHECKPOINTs forever.
-            self.agreements.remove(&self.history.next_slot);
-            self.history.chain = chain(&self.history.chain, None);
-            self.passed(self.history.next_slot);
-            self.history.next_slot += 1;
+        if prepare.view != self.view || slot != h.next_slot {
+            self.refused_view = Some(self.view);
+            self.refused_primaries += 1;
+            return;
         }
         if slot % CHECKPOINT_INTERVAL == 0 {
             let witness = Witness {
@@ -767,7 +788,7 @@ impl ReplicaCore {
             };
             self.witnesses.insert(slot, witness);
         }
-        self.history.chain = chain(&self.history.chain, Some(&digest));
+        self.history.chain = chain(&self.history.chain, &digest);
         self.history.next_slot = slot + 1;
         let prepare = Arc::new(prepare);
         self.history.since_base.push(Arc::clone(&prepare));
@@ -1888,7 +1909,7 @@ impl ReplicaCore {
                 continue;
             }
             let before = self.history.chain;
-            self.history.chain = chain(&before, slot.digest().as_ref());
+            self.history.chain = chain(&before, &slot.digest());
             if at == end && at % CHECKPOINT_INTERVAL == 0 {
                 let witness = Witness {
                     before,
@@ -2133,7 +2154,7 @@ impl ReplicaCore {
                 .verify_ui(usig, &at.warranted_bytes(), at.ui())
                 .is_ok()
         });
-        if chain(&state.witness, Some(&at.digest())) != low.chain
+        if chain(&state.witness, &at.digest()) != low.chain
             || !warranted
             || at.config_epoch() != self.cluster.epoch()
             || !in_configured_epoch(&self.cluster, primary, at.ui())

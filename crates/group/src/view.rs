@@ -12,24 +12,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use usig::MessageDigest;
 
-/// One position of a history.
+/// One position of a history. There are no null slots: a replica takes no PREPARE of a view
+/// past a counter its primary spent on anything else, and a VIEW-CHANGE shows every slot after
+/// its checkpoint (docs/protocol.md, "No null slots").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Slot {
     Prepare(Prepare),
-    /// A counter of the old primary that no VIEW-CHANGE of the cut holds, or a primary message
-    /// that is not a PREPARE of its view.
-    Null,
     /// The NEW-VIEW that starts a view, by digest.
     NewView(MessageDigest),
 }
 
 impl Slot {
     /// What the running digest takes from this slot.
-    pub fn digest(&self) -> Option<MessageDigest> {
+    pub fn digest(&self) -> MessageDigest {
         match self {
-            Slot::Prepare(p) => Some(p.digest()),
-            Slot::Null => None,
-            Slot::NewView(d) => Some(*d),
+            Slot::Prepare(p) => p.digest(),
+            Slot::NewView(d) => *d,
         }
     }
 }
@@ -47,7 +45,7 @@ pub enum Invalid {
     Prefix,
     #[error("a COMMIT is of a view after the history's")]
     LaterCommit,
-    #[error("a PREPARE is not of the base's view, primary and epoch, or out of order")]
+    #[error("a PREPARE is not of the base's view, primary and epoch, or not the next slot of the history shown (it holds every slot after its checkpoint)")]
     Prepare,
     #[error("the base NEW-VIEW does not decode, is not of an earlier view, starts after the stable checkpoint shown, nests too deep, or is named but the stable checkpoint does not vouch for it")]
     Base,
@@ -84,7 +82,7 @@ pub fn chains(start: MessageDigest, slots: &[Slot]) -> Vec<MessageDigest> {
     let mut at = start;
     out.push(at);
     for slot in slots {
-        at = chain(&at, slot.digest().as_ref());
+        at = chain(&at, &slot.digest());
         out.push(at);
     }
     out
@@ -296,9 +294,11 @@ impl Checker {
                 return Err(Invalid::Prepare);
             }
             let slot = base_slot + (counter - base_counter);
-            // After the checkpoint and after the slots so far, in counter order.
+            // The next slot after the checkpoint and the slots so far: a correct replica took
+            // every counter of the view's primary up to its last PREPARE as a PREPARE of the
+            // view, so a gap (a null run a checker would have to expand) is never one's.
             let index = slot.saturating_sub(low.slot) as usize;
-            if index <= slots.len() {
+            if index != slots.len() + 1 {
                 return Err(Invalid::Prepare);
             }
             dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
@@ -306,7 +306,6 @@ impl Checker {
             if !in_configured_epoch(&cluster, primary, &p.ui) {
                 return Err(Invalid::Prepare);
             }
-            slots.resize(index - 1, Slot::Null);
             slots.push(Slot::Prepare(p.clone()));
         }
         let prefixes = chains(low.chain, &slots);
@@ -478,15 +477,15 @@ fn matches_history(c: &Commit, low: u64, slots: &[Slot], prefixes: &[MessageDige
     else {
         return false;
     };
-    slots.get(i - 1).and_then(Slot::digest) == Some(c.proposal)
-        && prefixes.get(i) == Some(&c.prefix)
+    slots.get(i - 1).map(Slot::digest) == Some(c.proposal) && prefixes.get(i) == Some(&c.prefix)
 }
 
 /// The cut: from the latest stable checkpoint shown (every slot up to it is committed, so
 /// every history agrees there), the histories of the latest view shown (of its NEW-VIEW with
 /// the lowest counter: the only one a correct replica can have accepted), merged slot by slot.
-/// The old primary's USIG gives one message per counter, so merging makes no choice; counters
-/// nobody holds are null.
+/// The old primary's USIG gives one message per counter, so merging makes no choice; and each
+/// history shows every slot from its checkpoint on, none of which is above the latest, so each
+/// continues the merged one from its start and the cut has no gap.
 fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
     let low = shown
         .iter()
@@ -511,12 +510,8 @@ fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
             let Some(index) = absolute.checked_sub(low.slot + 1) else {
                 continue;
             };
-            let index = index as usize;
-            if merged.len() <= index {
-                merged.resize(index + 1, Slot::Null);
-            }
-            if merged[index] == Slot::Null {
-                merged[index] = slot;
+            if index as usize == merged.len() {
+                merged.push(slot);
             }
         }
     }
@@ -570,7 +565,7 @@ mod tests {
         slot: u64,
     ) -> Warranted {
         let prefix = chains(chain_start(cluster.epoch()), slots)[slot as usize];
-        let proposal = slots[slot as usize - 1].digest().unwrap();
+        let proposal = slots[slot as usize - 1].digest();
         let (view, replica) = (View(0), NodeId(replica));
         let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
         Warranted::Commit(Commit {
@@ -642,6 +637,8 @@ mod tests {
         assert_eq!((shown.view, shown.slots), (View(0), slots_of(&prepares(2))));
     }
 
+    /// Leaving out an earlier PREPARE is a gap; and a COMMIT for a history without it (PREPARE
+    /// 2 at slot 1) does not match the history shown, whose slot 1 is PREPARE 1.
     #[test]
     fn leaving_out_an_earlier_prepare_breaks_the_chained_commit() {
         let cluster = cluster();
@@ -649,6 +646,12 @@ mod tests {
         let mut who = usig(NodeId(101));
         let c = commit(&cluster, &mut who, 101, &slots_of(&all), 2);
         let vc = view_change(&mut who, 101, 0, vec![all[1].clone()], vec![c]);
+        let checked = Checker::new(cluster.clone()).view_change(&vc);
+        assert_eq!(checked.err(), Some(Invalid::Prepare));
+
+        let mut who = usig(NodeId(101));
+        let c = commit(&cluster, &mut who, 101, &slots_of(&all[1..]), 1);
+        let vc = view_change(&mut who, 101, 0, all, vec![c]);
         let checked = Checker::new(cluster).view_change(&vc);
         assert_eq!(checked.err(), Some(Invalid::Prefix));
     }
@@ -990,35 +993,38 @@ mod tests {
         }
     }
 
+    /// A VIEW-CHANGE that skips a counter of the view's primary is refused: a correct replica
+    /// takes every counter up to its last PREPARE as a PREPARE of the view (or refuses the
+    /// primary from there on), so the gap is a Byzantine sender's, and a gap of millions would
+    /// have been a null run every checker expanded.
     #[test]
-    fn the_cut_merges_the_histories_with_null_for_counters_nobody_holds() {
+    fn a_view_change_that_skips_a_counter_is_refused() {
         let cluster = cluster();
         let all = prepares(3);
         let (p1, p3) = (all[0].clone(), all[2].clone());
+        let mut who = usig(NodeId(202));
+        let gap = view_change(&mut who, 202, 1, vec![p1, p3], vec![]);
+        let refused = Checker::new(cluster.clone()).view_change(&gap).err();
+        assert_eq!(refused, Some(Invalid::Prepare));
+        let shown = member(&cluster, 202, 1, &all);
+        assert!(Checker::new(cluster).view_change(&shown).is_ok());
+    }
+
+    #[test]
+    fn the_cut_merges_the_histories_slot_by_slot() {
+        let cluster = cluster();
+        let all = prepares(3);
         let quorum = vec![
             member(&cluster, 101, 0, &all[..1]),
-            // Counter 2 reached nobody of the quorum: it is null in the cut.
             member(&cluster, 102, 0, &[]),
             member(&cluster, 201, 1, &[]),
-            view_change(
-                &mut usig(NodeId(202)),
-                202,
-                1,
-                vec![p1.clone(), p3.clone()],
-                vec![],
-            ),
+            view_change(&mut usig(NodeId(202)), 202, 1, all.clone(), vec![]),
         ];
         let nv = new_view(1, quorum);
         let cut = Checker::new(cluster).new_view(&nv).unwrap();
-        assert_eq!(
-            cut.slots,
-            vec![
-                Slot::Prepare(p1),
-                Slot::Null,
-                Slot::Prepare(p3),
-                Slot::NewView(nv.digest())
-            ]
-        );
+        let mut slots = slots_of(&all);
+        slots.push(Slot::NewView(nv.digest()));
+        assert_eq!(cut.slots, slots);
     }
 
     #[test]

@@ -107,25 +107,3 @@ fn commits_beyond_the_horizon_open_no_agreement() {
     let decided = replica.commit(peers[0].clone()).unwrap().decided;
     assert_eq!(decided, vec![1]);
 }
-
-/// The primary spends counter 1 on something that is not a PREPARE of its view (a null slot of
-/// the history), and 103 commits to slot 1. The agreement its COMMIT opened goes when the null
-/// slot is passed: open, it would hold back every CHECKPOINT of 101 from then on.
-#[test]
-fn a_commit_for_a_null_slot_leaves_no_agreement_open() {
-    let cluster = common::cluster();
-    let mut primary = Primary::new(&cluster);
-    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
-    let mut byzantine = usig(NodeId(103));
-    replica.commit(made_up_commit(&mut byzantine, 1)).unwrap();
-    let (null, second) = (primary.misnamed(), primary.prepare());
-    assert!(peer.prepare(&null).commits.is_empty());
-    let peers = peer.prepare(&second).commits;
-    assert_eq!(peers.iter().map(|c| c.slot).collect::<Vec<_>>(), vec![2]);
-
-    assert!(replica.prepare(&null).commits.is_empty());
-    assert_eq!(replica.prepare(&second).commits.len(), 1);
-    let decided = replica.commit(peers[0].clone()).unwrap().decided;
-    assert_eq!(decided, vec![2]);
-    assert_eq!(replica.core.open_agreements(), 0);
-}

@@ -65,6 +65,9 @@ pub struct Metrics {
     pub recovering: Gauge<u64, AtomicU64>,
     /// Recoveries this replica completed since it started (0 or 1).
     pub recoveries: Counter,
+    /// Views whose primary this replica refused (it warranted something other than the view's
+    /// next PREPARE).
+    pub refused_primaries: Counter,
     /// Requests waiting for the primary's next batch (one per client), and the most that may.
     pub admission_waiting: Gauge<u64, AtomicU64>,
     pub admission_capacity: Gauge<u64, AtomicU64>,
@@ -197,6 +200,7 @@ impl Metrics {
             state_snapshots_served: Counter::default(),
             recovering: Gauge::default(),
             recoveries: Counter::default(),
+            refused_primaries: Counter::default(),
             admission_waiting: Gauge::default(),
             admission_capacity: Gauge::default(),
             pacing_undecided: Gauge::default(),
@@ -306,6 +310,11 @@ impl Metrics {
             "recoveries",
             "Times this replica installed a peer's state after a restart",
             m.recoveries.clone(),
+        );
+        r.register(
+            "refused_primaries",
+            "Views whose primary this replica refused for warranting something other than the view's next PREPARE (a faulty primary candidate)",
+            m.refused_primaries.clone(),
         );
         r.register(
             "admission_waiting",

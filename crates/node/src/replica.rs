@@ -610,6 +610,16 @@ pub async fn run(
             );
             metrics.recoveries.inc();
         }
+        if core.refused_primaries() > metrics.refused_primaries.get() {
+            tracing::warn!(
+                id = me.0,
+                view = core.view().0,
+                primary = core.primary().0,
+                "refused the view's primary: it warranted something other than the view's next \
+                 PREPARE (a faulty candidate); asking for the next view"
+            );
+            metrics.refused_primaries.inc();
+        }
         // A new stable checkpoint: decisions up to it need not stay on disk.
         if core.stable() > e.stable {
             e.stable = core.stable();

@@ -348,17 +348,13 @@ impl Commit {
 }
 
 /// The running digest of a history: `chain(previous, slot)` extends the digest of the slots
-/// before with what is at this one (`None` for a null slot of a new view's cut).
-pub fn chain(previous: &MessageDigest, slot: Option<&MessageDigest>) -> MessageDigest {
+/// before with the digest of what is at this one. (The byte 1 before it marked a slot that was
+/// not null, when histories had null slots; it stays, so that digests are what they were.)
+pub fn chain(previous: &MessageDigest, slot: &MessageDigest) -> MessageDigest {
     let mut bytes = b"cloudbft/chain/v1".to_vec();
     bytes.extend_from_slice(&previous.0);
-    match slot {
-        Some(d) => {
-            bytes.push(1);
-            bytes.extend_from_slice(&d.0);
-        }
-        None => bytes.push(0),
-    }
+    bytes.push(1);
+    bytes.extend_from_slice(&slot.0);
     MessageDigest::of(&bytes)
 }
 
@@ -858,7 +854,7 @@ mod tests {
     #[test]
     fn a_commit_encodes_its_shared_prepare_as_the_prepare_itself() {
         let (p, _) = prepare();
-        let prefix = chain(&chain_start(ConfigEpoch(1)), Some(&p.digest()));
+        let prefix = chain(&chain_start(ConfigEpoch(1)), &p.digest());
         let commit = Commit {
             view: View(0),
             replica: NodeId(1),
@@ -897,7 +893,7 @@ mod tests {
                 replica: NodeId(1),
                 slot: 1,
                 proposal: p.digest(),
-                prefix: chain(&chain_start(ConfigEpoch(1)), Some(&p.digest())),
+                prefix: chain(&chain_start(ConfigEpoch(1)), &p.digest()),
                 ui: p.ui.clone(),
                 prepare: Some(Arc::new(p)),
             }));

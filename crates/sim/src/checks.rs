@@ -1,6 +1,6 @@
 //! The invariants every simulated run must keep, asserted by the scenarios of `tests/`.
 
-use crate::{Outcome, Scenario};
+use crate::{Fault, Outcome, Scenario};
 use proto::GroupId;
 
 /// Every request completed with the page correct replicas render, correct database nodes are
@@ -33,6 +33,13 @@ pub fn check(scenario: &Scenario, o: &Outcome) {
         "agreements left open at the end (seed {})",
         scenario.seed
     );
+    if !scenario.faults.contains(&Fault::MisnamedPrepares) {
+        assert_eq!(
+            o.refused_primaries, 0,
+            "a replica refused a primary that warranted nothing odd (seed {})",
+            scenario.seed
+        );
+    }
     assert_eq!(
         o.commit_gaps, 0,
         "replicas wait for COMMIT counters that were never sent (seed {})",

@@ -14,7 +14,7 @@ use proto::reconfig::{check_successor, replace_member, EpochStarted, PositionRep
 use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
 use proto::{
     ClientId, CommitDb, ConfigRequest, Configure, Decided, GroupId, Message, NodeId, PartitionId,
-    PartitionRule, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
+    PartitionRule, Prepare, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
     RequestBody, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +50,10 @@ pub enum Fault {
     WithholdFromGroup(GroupId),
     /// The primary of view 0 warrants a PREPARE it never sends, every few batches.
     SkipCounters,
+    /// The primary of view 0 spends a counter on a PREPARE of another view before its third
+    /// warrant and every fifth after, and sends it: a null slot of every replica's history, had
+    /// they taken it.
+    MisnamedPrepares,
     /// The primary of view 0 sends each PREPARE to a random subset of the replicas and answers
     /// no fetches.
     PrepareToSubset,
@@ -177,6 +181,9 @@ pub struct Outcome {
     pub recoveries: usize,
     /// Recovery states a recovering replica refused.
     pub refused_states: u64,
+    /// Times a replica (of any epoch, since its last restart) refused its view's primary: only
+    /// a primary that warrants something other than its view's next PREPARE deserves it.
+    pub refused_primaries: u64,
     /// The reconfigurations the operator completed.
     pub reconfigurations: Vec<Reconfigured>,
     /// The configuration epoch each running node (candidate, replica, database node) and each
@@ -325,6 +332,8 @@ struct World {
     primaries: BTreeMap<NodeId, PrimaryNode>,
     /// Counters the faulty primary warranted and never sent.
     skipped: BTreeSet<u64>,
+    /// Warrants the first primary asked for.
+    first_primary_warrants: u64,
     replicas: BTreeMap<NodeId, ReplicaNode>,
     /// Replicas started for the next epoch, waiting for its CONFIGURE: the shape they were
     /// started with and their fresh USIG.
@@ -495,6 +504,7 @@ impl World {
             now: 0,
             primaries,
             skipped: BTreeSet::new(),
+            first_primary_warrants: 0,
             replicas,
             newcomers: BTreeMap::new(),
             retired_usigs: BTreeMap::new(),
@@ -1315,8 +1325,30 @@ impl World {
                     if p.frozen {
                         self.frozen_warrants += 1;
                     }
+                    if id == FIRST_PRIMARY {
+                        self.first_primary_warrants += 1;
+                    }
+                    let misnamed = id == FIRST_PRIMARY
+                        && self.scenario.faults.contains(&Fault::MisnamedPrepares)
+                        && self.first_primary_warrants % 5 == 3;
+                    let misnamed = misnamed.then(|| {
+                        let (view, epoch) = (View(7), p.cluster.epoch());
+                        let bytes = Prepare::warranted_bytes(view, epoch, id, &[], &[], None);
+                        Proposal::Prepare(Prepare {
+                            view,
+                            config_epoch: epoch,
+                            primary: id,
+                            entries: Vec::new(),
+                            joins: Vec::new(),
+                            reconfigure: None,
+                            ui: p.usig.create_ui(&bytes).expect("soft usig"),
+                        })
+                    });
                     let ui = p.usig.create_ui(&bytes).expect("soft usig");
                     actions.extend(p.core.warranted(ui));
+                    if let Some(misnamed) = misnamed {
+                        self.broadcast_proposal(id, misnamed);
+                    }
                 }
                 PrimaryAction::Broadcast(proposal) => {
                     if let Proposal::Prepare(prepare) = &proposal {
@@ -1866,6 +1898,9 @@ impl World {
             recovering: up().filter(|r| r.is_recovering()).count(),
             recoveries: up().map(|r| r.recoveries() as usize).sum(),
             refused_states: self.refused_states,
+            refused_primaries: (self.replicas.values())
+                .map(|r| r.core.refused_primaries())
+                .sum(),
             retained: up()
                 .map(|r| r.retained())
                 .fold(Retained::default(), |a, b| Retained {

@@ -120,6 +120,13 @@ fn a_primary_that_skips_counters_is_replaced() {
     faulty_primary(Fault::SkipCounters, 13);
 }
 
+/// Its replicas refuse it at the first PREPARE of another view (docs/protocol.md, "No null
+/// slots") and ask for the next view.
+#[test]
+fn a_primary_that_spends_counters_on_another_views_prepares_is_replaced() {
+    faulty_primary(Fault::MisnamedPrepares, 15);
+}
+
 #[test]
 fn a_primary_that_sends_prepares_to_a_subset_is_replaced() {
     faulty_primary(Fault::PrepareToSubset, 14);
@@ -490,6 +497,7 @@ fn many_seeds() {
             Fault::StallPrimary(300),
             Fault::WithholdFromGroup(GroupId(1)),
             Fault::SkipCounters,
+            Fault::MisnamedPrepares,
             Fault::PrepareToSubset,
         ];
         let others = [

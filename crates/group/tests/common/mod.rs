@@ -8,7 +8,10 @@ use group::core::{Action, Reject, ReplicaCore};
 use group::render::Renderer;
 use proto::config::Cluster;
 use proto::testing::{node_key, request, usig, BytesArePartitions, TestCluster};
-use proto::{Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, View};
+use proto::{
+    Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, ReqViewChange, Signature, View,
+    ViewChange,
+};
 use std::sync::Arc;
 use usig::soft::SoftUsig;
 use usig::Usig;
@@ -98,6 +101,10 @@ pub struct Outcome {
     pub commits: Vec<Commit>,
     /// The slots it decided (and recorded).
     pub decided: Vec<u64>,
+    /// The views it asked to move to.
+    pub asked: Vec<View>,
+    /// Its VIEW-CHANGEs, warranted.
+    pub view_changes: Vec<ViewChange>,
 }
 
 impl Member {
@@ -120,6 +127,18 @@ impl Member {
         Ok(self.settle(actions))
     }
 
+    /// Peer `from` asks for `next_view`.
+    pub fn asked_by(&mut self, from: u32, next_view: View) -> Outcome {
+        let req = ReqViewChange {
+            replica: NodeId(from),
+            next_view,
+            signature: Signature([0; 64]),
+        }
+        .sign(&node_key(NodeId(from)));
+        let actions = self.core.on_req_view_change(&req).unwrap();
+        self.settle(actions)
+    }
+
     /// Warrants what the core asks for and records what it decides, until it asks for nothing
     /// more.
     fn settle(&mut self, mut actions: Vec<Action>) -> Outcome {
@@ -133,6 +152,11 @@ impl Member {
                         next.extend(self.core.warranted(ui));
                     }
                     Action::SendCommit { to: None, commit } => outcome.commits.push(*commit),
+                    Action::SendReqViewChange(req) => outcome.asked.push(req.next_view),
+                    Action::SendViewChange {
+                        to: None,
+                        view_change,
+                    } => outcome.view_changes.push(*view_change),
                     Action::Persist { slot, .. } => {
                         outcome.decided.push(slot);
                         next.extend(self.core.persisted(slot));
