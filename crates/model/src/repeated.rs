@@ -137,7 +137,9 @@ use stateright::{Model, Property};
 /// One slot of a history.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Slot {
-    /// A counter nobody's history holds, or a primary message that is not a PREPARE.
+    /// A counter nobody's history holds, or a primary message that is not a PREPARE. The
+    /// implementation has no null slots (docs/protocol.md, "No null slots"): its replicas refuse
+    /// such a primary and its checkers such a gap, runs this model covers too.
     Null,
     /// The old primary's PREPARE with this counter.
     Old(Counter),
