@@ -342,9 +342,8 @@ impl Checkpoints {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use proto::testing::{usig, TestCluster};
+    use proto::testing::{usig, warranted_checkpoint, TestCluster};
     use usig::soft::SoftUsig;
-    use usig::Usig;
 
     fn vote(replica: u32, slot: u64, chain: MessageDigest, book: MessageDigest) -> Checkpoint {
         signed(
@@ -396,14 +395,7 @@ pub(crate) mod tests {
         let forged: Vec<Checkpoint> = (0..100u32)
             .map(|i| {
                 let chain = MessageDigest::of(&i.to_be_bytes());
-                signed(
-                    &mut byzantine,
-                    102,
-                    slot,
-                    (chain, book),
-                    Lineage::GENESIS,
-                    vec![],
-                )
+                in_view_0(&mut byzantine, 102, slot, (chain, book))
             })
             .collect();
         for c in &forged[1..] {
@@ -435,16 +427,7 @@ pub(crate) mod tests {
         let mut cp = Checkpoints::new(cluster, NodeId(101), GroupId(0));
         let chain = MessageDigest::of(b"history");
         let mut byzantine = usig(NodeId(102));
-        let mut claim = |slot| {
-            signed(
-                &mut byzantine,
-                102,
-                slot,
-                (chain, book),
-                Lineage::GENESIS,
-                vec![],
-            )
-        };
+        let mut claim = |slot| in_view_0(&mut byzantine, 102, slot, (chain, book));
         for k in 1..=1_000 {
             let c = claim(k * CHECKPOINT_INTERVAL);
             cp.delivered(&c);
@@ -476,19 +459,18 @@ pub(crate) mod tests {
         lineage: Lineage,
         anchors: Vec<Anchor>,
     ) -> Checkpoint {
-        let replica = NodeId(replica);
-        let bytes =
-            Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
-        Checkpoint {
-            replica,
-            slot,
-            chain,
-            book,
-            lineage,
-            anchors,
-            followed: Vec::new(),
-            ui: who.create_ui(&bytes).unwrap(),
-        }
+        let point = (chain, book);
+        warranted_checkpoint(who, NodeId(replica), slot, point, lineage, anchors)
+    }
+
+    /// A CHECKPOINT of view 0's history that reports nothing, warranted by `who`.
+    fn in_view_0(
+        who: &mut SoftUsig,
+        replica: u32,
+        slot: u64,
+        point: (MessageDigest, MessageDigest),
+    ) -> Checkpoint {
+        signed(who, replica, slot, point, Lineage::GENESIS, vec![])
     }
 
     #[test]

@@ -522,7 +522,7 @@ fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
 mod tests {
     use super::*;
     use crate::checkpoint::tests::signed;
-    use proto::testing::{request, usig, TestCluster};
+    use proto::testing::{request, usig, warranted_commit, TestCluster};
     use proto::{GroupId, PrepareEntry, ViewChangeBody};
     use usig::soft::SoftUsig;
     use usig::Usig;
@@ -566,17 +566,14 @@ mod tests {
     ) -> Warranted {
         let prefix = chains(chain_start(cluster.epoch()), slots)[slot as usize];
         let proposal = slots[slot as usize - 1].digest();
-        let (view, replica) = (View(0), NodeId(replica));
-        let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
-        Warranted::Commit(Commit {
-            view,
+        let replica = NodeId(replica);
+        Warranted::Commit(warranted_commit(
+            who,
+            View(0),
             replica,
             slot,
-            proposal,
-            prefix,
-            prepare: None,
-            ui: who.create_ui(&bytes).unwrap(),
-        })
+            (proposal, prefix),
+        ))
     }
 
     fn view_change(

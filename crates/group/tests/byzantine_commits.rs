@@ -5,48 +5,30 @@
 
 mod common;
 
-use common::{Member, Primary};
+use common::Group;
 use group::core::{Reject, AGREEMENT_HORIZON};
-use proto::testing::usig;
+use proto::testing::{usig, warranted_checkpoint, warranted_commit};
 use proto::{Checkpoint, Commit, Lineage, NodeId, View, CHECKPOINT_INTERVAL};
 use usig::soft::SoftUsig;
-use usig::{MessageDigest, Usig};
+use usig::MessageDigest;
 
 /// Member 103's COMMIT for `slot` of view 0, for a proposal nobody made.
 fn made_up_commit(byzantine: &mut SoftUsig, slot: u64) -> Commit {
-    let (view, replica) = (View(0), NodeId(103));
-    let (proposal, prefix) = (MessageDigest([7; 32]), MessageDigest([8; 32]));
-    let bytes = Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
-    Commit {
-        view,
-        replica,
-        slot,
-        proposal,
-        prefix,
-        prepare: None,
-        ui: byzantine.create_ui(&bytes).unwrap(),
-    }
+    let made_up = (MessageDigest([7; 32]), MessageDigest([8; 32]));
+    warranted_commit(byzantine, View(0), NodeId(103), slot, made_up)
 }
 
 /// Member 103's CHECKPOINT claiming `slot`.
 fn claim(byzantine: &mut SoftUsig, slot: u64) -> Checkpoint {
-    let replica = NodeId(103);
-    let (chain, book, lineage) = (
-        MessageDigest([1; 32]),
-        MessageDigest([2; 32]),
-        Lineage::GENESIS,
-    );
-    let bytes = Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &[], &[]);
-    Checkpoint {
-        replica,
+    let point = (MessageDigest([1; 32]), MessageDigest([2; 32]));
+    warranted_checkpoint(
+        byzantine,
+        NodeId(103),
         slot,
-        chain,
-        book,
-        lineage,
-        anchors: Vec::new(),
-        followed: Vec::new(),
-        ui: byzantine.create_ui(&bytes).unwrap(),
-    }
+        point,
+        Lineage::GENESIS,
+        vec![],
+    )
 }
 
 /// 103 commits to something else at slot 2 before anything reached 101. 102's COMMIT for slot 2
@@ -56,25 +38,23 @@ fn claim(byzantine: &mut SoftUsig, slot: u64) -> Checkpoint {
 /// (it is never delivered twice), and slot 2 waited for 103, which never helps.
 #[test]
 fn a_commit_for_something_else_that_came_first_costs_a_correct_one_nothing() {
-    let cluster = common::cluster();
-    let mut primary = Primary::new(&cluster);
-    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let mut g = Group::new();
     let mut byzantine = usig(NodeId(103));
     // Counter 1 has no work for the group (no COMMIT carries it); counter 2 does.
-    let (first, second) = (primary.empty(), primary.prepare());
-    assert!(peer.prepare(&first).commits.is_empty());
-    let peers = peer.prepare(&second).commits;
+    let (first, second) = (g.primary.empty(), g.primary.prepare());
+    assert!(g.peer.prepare(&first).commits.is_empty());
+    let peers = g.peer.prepare(&second).commits;
     assert_eq!(peers.iter().map(|c| c.slot).collect::<Vec<_>>(), vec![2]);
 
-    let early = replica.commit(made_up_commit(&mut byzantine, 2)).unwrap();
+    let early = g.replica.commit(made_up_commit(&mut byzantine, 2)).unwrap();
     assert!(early.decided.is_empty());
-    let waiting = replica.commit(peers[0].clone()).unwrap();
+    let waiting = g.replica.commit(peers[0].clone()).unwrap();
     assert!(waiting.commits.is_empty(), "slot 2 waits for counter 1");
 
-    let caught_up = replica.prepare(&first);
+    let caught_up = g.replica.prepare(&first);
     assert_eq!(caught_up.commits.len(), 1, "our COMMIT for slot 2");
     assert_eq!(caught_up.decided, vec![2], "with 102's, it decides");
-    assert_eq!(replica.core.open_agreements(), 0);
+    assert_eq!(g.replica.core.open_agreements(), 0);
 }
 
 /// 103 claims a CHECKPOINT far ahead, which lifts the high watermark its COMMITs are held to,
@@ -83,11 +63,9 @@ fn a_commit_for_something_else_that_came_first_costs_a_correct_one_nothing() {
 /// goes on deciding.
 #[test]
 fn commits_beyond_the_horizon_open_no_agreement() {
-    let cluster = common::cluster();
-    let mut primary = Primary::new(&cluster);
-    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let mut g = Group::new();
     let mut byzantine = usig(NodeId(103));
-    let core = &mut replica.core;
+    let core = &mut g.replica.core;
     core.on_checkpoint(claim(&mut byzantine, 1_000 * CHECKPOINT_INTERVAL))
         .unwrap();
     let sent = 3 * AGREEMENT_HORIZON;
@@ -101,9 +79,9 @@ fn commits_beyond_the_horizon_open_no_agreement() {
     assert!(refused.iter().all(|r| *r == Reject::BeyondHorizon));
 
     // Slot 1 is decided by 101 and 102, whatever 103 said about it.
-    let prepare = primary.prepare();
-    let peers = peer.prepare(&prepare).commits;
-    assert!(replica.prepare(&prepare).decided.is_empty());
-    let decided = replica.commit(peers[0].clone()).unwrap().decided;
+    let prepare = g.primary.prepare();
+    let peers = g.peer.prepare(&prepare).commits;
+    assert!(g.replica.prepare(&prepare).decided.is_empty());
+    let decided = g.replica.commit(peers[0].clone()).unwrap().decided;
     assert_eq!(decided, vec![1]);
 }

@@ -6,15 +6,18 @@
 
 mod common;
 
-use common::{Member, Primary};
+use common::Group;
 use group::view::Checker;
 use proto::View;
 
 #[test]
 fn a_primary_that_spends_a_counter_on_another_view_is_refused_from_there_on() {
-    let cluster = common::cluster();
-    let mut primary = Primary::new(&cluster);
-    let (mut replica, mut peer) = (Member::new(&cluster, 101), Member::new(&cluster, 102));
+    let Group {
+        cluster,
+        mut primary,
+        mut replica,
+        mut peer,
+    } = Group::new();
     let first = primary.prepare();
     let ours = replica.prepare(&first);
     let peers = peer.prepare(&first);

@@ -8,8 +8,8 @@ mod common;
 
 use common::Primary;
 use group::core::{Action, ReplicaCore};
-use proto::testing::{node_key, usig};
-use proto::{Commit, NodeId, Prepare, Proposal, View};
+use proto::testing::{node_key, usig, warranted_commit};
+use proto::{NodeId, Prepare, Proposal, View};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::{MessageDigest, Usig};
@@ -55,18 +55,9 @@ fn a_quiet_primary_is_asked_for_its_tail_while_a_peer_gap_stays_open() {
     assert_eq!(deliver(&mut replica, &prepares[0]), Vec::new());
     // Peer 102's second warrant arrives, its first not (yet): a gap before it.
     let mut peer = usig(NodeId(102));
-    let (proposal, prefix) = (MessageDigest([1; 32]), MessageDigest([2; 32]));
-    let bytes = Commit::warranted_bytes(View(0), NodeId(102), 5, &proposal, &prefix);
-    peer.create_ui(&bytes).unwrap();
-    let commit = Commit {
-        view: View(0),
-        replica: NodeId(102),
-        slot: 5,
-        proposal,
-        prefix,
-        prepare: None,
-        ui: peer.create_ui(&bytes).unwrap(),
-    };
+    let point = (MessageDigest([1; 32]), MessageDigest([2; 32]));
+    let _lost = warranted_commit(&mut peer, View(0), NodeId(102), 5, point);
+    let commit = warranted_commit(&mut peer, View(0), NodeId(102), 5, point);
     replica.on_commit(commit).unwrap();
     assert_eq!(replica.commit_gaps(), 1);
 

@@ -146,6 +146,53 @@ pub fn first_view_change(
     }
 }
 
+/// `replica`'s COMMIT of `view` for `slot`, proposal and prefix, warranted by `who`; it
+/// carries no PREPARE.
+pub fn warranted_commit(
+    who: &mut SoftUsig,
+    view: crate::ids::View,
+    replica: NodeId,
+    slot: u64,
+    (proposal, prefix): (usig::MessageDigest, usig::MessageDigest),
+) -> crate::Commit {
+    use usig::Usig;
+    let bytes = crate::Commit::warranted_bytes(view, replica, slot, &proposal, &prefix);
+    crate::Commit {
+        view,
+        replica,
+        slot,
+        proposal,
+        prefix,
+        prepare: None,
+        ui: who.create_ui(&bytes).unwrap(),
+    }
+}
+
+/// `replica`'s CHECKPOINT at `slot` for a running digest and an order book digest, taken on
+/// `lineage` and reporting `anchors`, warranted by `who`; it names no followed candidate.
+pub fn warranted_checkpoint(
+    who: &mut SoftUsig,
+    replica: NodeId,
+    slot: u64,
+    (chain, book): (usig::MessageDigest, usig::MessageDigest),
+    lineage: crate::Lineage,
+    anchors: Vec<crate::Anchor>,
+) -> crate::Checkpoint {
+    use usig::Usig;
+    let bytes =
+        crate::Checkpoint::warranted_bytes(replica, slot, &chain, &book, &lineage, &anchors, &[]);
+    crate::Checkpoint {
+        replica,
+        slot,
+        chain,
+        book,
+        lineage,
+        anchors,
+        followed: Vec::new(),
+        ui: who.create_ui(&bytes).unwrap(),
+    }
+}
+
 /// A node's signing key.
 pub fn node_key(node: NodeId) -> SigningKey {
     SigningKey::from_seed(seed(b'n', u64::from(node.0)))

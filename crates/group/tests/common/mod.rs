@@ -88,6 +88,27 @@ impl Primary {
     }
 }
 
+/// The view-0 primary and members 101 and 102 of [`cluster`], correct (103 is the test's to
+/// play).
+pub struct Group {
+    pub cluster: Arc<Cluster>,
+    pub primary: Primary,
+    pub replica: Member,
+    pub peer: Member,
+}
+
+impl Group {
+    pub fn new() -> Self {
+        let cluster = cluster();
+        Group {
+            primary: Primary::new(&cluster),
+            replica: Member::new(&cluster, 101),
+            peer: Member::new(&cluster, 102),
+            cluster,
+        }
+    }
+}
+
 /// A correct member: its core and its USIG.
 pub struct Member {
     pub core: ReplicaCore,
