@@ -348,6 +348,10 @@ pub struct ReplicaCore {
     /// Slots decided here and what was at them: a new view's cut re-decides only the others.
     decided: BTreeMap<u64, MessageDigest>,
     agreements: BTreeMap<u64, Agreement>,
+    /// Agreements that got a vote or our executions since [`ReplicaCore::try_accept_all`] last
+    /// looked: only these can have become acceptable. Looking at every open agreement on every
+    /// message cost each message as many steps as a Byzantine peer kept agreements open.
+    touched: BTreeSet<u64>,
     to_warrant: VecDeque<u64>,
     /// What our COMMITs still queued in `to_warrant` say, for slots decided before we got to
     /// them: those COMMITs still go out. A peer may have missed one of the f+1 COMMITs that
@@ -500,6 +504,7 @@ impl ReplicaCore {
             peers,
             decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
+            touched: BTreeSet::new(),
             to_warrant: VecDeque::new(),
             decided_unwarranted: BTreeMap::new(),
             view_change_due: None,
@@ -954,6 +959,7 @@ impl ReplicaCore {
         agreement.prefix = prefix;
         agreement.prepare = prepare;
         agreement.executions = Some(Arc::new(executions));
+        self.touched.insert(slot);
         self.to_warrant.push_back(slot);
     }
 
@@ -1213,6 +1219,7 @@ impl ReplicaCore {
                 };
                 if let Some(agreement) = self.agreements.get_mut(&slot) {
                     agreement.votes.insert(self.me, (proposal, prefix));
+                    self.touched.insert(slot);
                 }
                 self.log.push(Warranted::Commit(commit.stub()));
                 self.sent_for.insert(slot, commit.ui.counter);
@@ -1476,14 +1483,19 @@ impl ReplicaCore {
         let agreement = (self.agreements.entry(slot))
             .or_insert_with(|| Agreement::open(commit.proposal, commit.prefix, now));
         (agreement.votes).insert(commit.replica, (commit.proposal, commit.prefix));
+        self.touched.insert(slot);
         Ok(actions)
     }
 
-    /// Accepts every slot with f+1 matching COMMITs that this replica has processed.
+    /// Accepts every slot with f+1 matching COMMITs that this replica has processed (of those
+    /// touched since the last look).
     fn try_accept_all(&mut self) -> Vec<Action> {
         let quorum = self.f() + 1;
         let mut actions = Vec::new();
-        for (&slot, agreement) in self.agreements.iter_mut() {
+        for slot in std::mem::take(&mut self.touched) {
+            let Some(agreement) = self.agreements.get_mut(&slot) else {
+                continue;
+            };
             if agreement.accepted || agreement.matching() < quorum {
                 continue;
             }
