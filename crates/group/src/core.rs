@@ -2287,8 +2287,11 @@ impl ReplicaCore {
             }
         }
         actions.extend(self.probe_primary(now));
+        // Agreements on slots we processed: one that only peers' COMMITs opened waits for the
+        // PREPARE (fetched from the primary above), and asking peers for more COMMITs there
+        // would only repeat a Byzantine peer's made-up slots to everyone.
         let mut short = Vec::new();
-        for (&slot, agreement) in self.agreements.iter_mut() {
+        for (&slot, agreement) in self.agreements.range_mut(..self.history.next_slot) {
             if !agreement.accepted && now - agreement.asked >= RETRY_TICKS {
                 agreement.asked = now;
                 short.push(slot);

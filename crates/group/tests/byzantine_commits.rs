@@ -6,7 +6,7 @@
 mod common;
 
 use common::Group;
-use group::core::{Reject, AGREEMENT_HORIZON};
+use group::core::{Action, Reject, AGREEMENT_HORIZON};
 use proto::testing::{usig, warranted_checkpoint, warranted_commit};
 use proto::{Checkpoint, Commit, Lineage, NodeId, View, CHECKPOINT_INTERVAL};
 use usig::soft::SoftUsig;
@@ -59,8 +59,8 @@ fn a_commit_for_something_else_that_came_first_costs_a_correct_one_nothing() {
 
 /// 103 claims a CHECKPOINT far ahead, which lifts the high watermark its COMMITs are held to,
 /// and then commits to slot after slot. Only those within the horizon of 101's history open
-/// agreements (one per slot, whoever sends them); the rest are refused and counted. The group
-/// goes on deciding.
+/// agreements (one per slot, whoever sends them); the rest are refused and counted. Those it
+/// opened are not asked for again, and the group goes on deciding.
 #[test]
 fn commits_beyond_the_horizon_open_no_agreement() {
     let mut g = Group::new();
@@ -77,6 +77,14 @@ fn commits_beyond_the_horizon_open_no_agreement() {
     let refused = core.take_refusals();
     assert_eq!(refused.len() as u64, sent - AGREEMENT_HORIZON);
     assert!(refused.iter().all(|r| *r == Reject::BeyondHorizon));
+    // Nor does 101 ask its peers for COMMITs at slots it has not reached.
+    for _ in 0..8 {
+        let asked = core
+            .on_tick()
+            .into_iter()
+            .any(|a| matches!(a, Action::FetchCommits { slots, .. } if !slots.is_empty()));
+        assert!(!asked);
+    }
 
     // Slot 1 is decided by 101 and 102, whatever 103 said about it.
     let prepare = g.primary.prepare();
