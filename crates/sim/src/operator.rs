@@ -193,11 +193,20 @@ impl Operator {
                 let m = Message::Reconfigure(reconfigure.clone());
                 candidates().into_iter().map(|to| (to, m.clone())).collect()
             }
-            Phase::Positions { reports, .. } => {
+            // The nodes that have not reported and, while no book came, the replicas that
+            // reported without one (as `cloudbft reconfigure` does): a replica may answer
+            // before it holds the certificate's book, and asked no more, it left the operator
+            // waiting for ever (reconfiguration `many_seeds`, seed 8002).
+            Phase::Positions { reports, book, .. } => {
                 let m = Message::PositionRequest(position_request(&self.current));
+                let replica =
+                    |id: &NodeId| self.current.config.replicas.iter().any(|r| r.id == id.0);
                 asked(&self.current)
                     .into_iter()
-                    .filter(|id| !reports.contains_key(id))
+                    .filter(|id| match reports.get(id) {
+                        None => true,
+                        Some(r) => book.is_none() && r.book.is_none() && replica(id),
+                    })
                     .map(|id| (To::Node(id), m.clone()))
                     .collect()
             }
