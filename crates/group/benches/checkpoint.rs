@@ -6,9 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use group::order::OrderBook;
-use proto::testing::{request, usig, BytesArePartitions, TestCluster};
-use proto::{ConfigEpoch, GroupId, NodeId, Prepare, PrepareEntry, View};
-use usig::Usig;
+use proto::testing::{request, usig, warranted_prepare, BytesArePartitions, TestCluster};
+use proto::{ConfigEpoch, GroupId, NodeId, PrepareEntry, View};
 
 /// An order book that has ordered one request of each of `clients` clients.
 fn book(clients: u64) -> OrderBook {
@@ -19,16 +18,8 @@ fn book(clients: u64) -> OrderBook {
             request: request(c, 1, &[(c % 4) as u8]),
         })
         .collect();
-    let bytes = Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
-    let prepare = Prepare {
-        view: View(0),
-        config_epoch: ConfigEpoch(1),
-        primary: NodeId(0),
-        ui: usig(NodeId(0)).create_ui(&bytes).unwrap(),
-        entries,
-        joins: Vec::new(),
-        reconfigure: None,
-    };
+    let mut primary = usig(NodeId(0));
+    let prepare = warranted_prepare(&mut primary, View(0), ConfigEpoch(1), NodeId(0), entries);
     let mut book = OrderBook::new(&cluster);
     book.order(
         &cluster,

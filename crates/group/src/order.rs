@@ -236,7 +236,9 @@ impl OrderBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::testing::{client_key, request, usig, BytesArePartitions, TestCluster};
+    use proto::testing::{
+        client_key, request, usig, warranted_prepare, BytesArePartitions, TestCluster,
+    };
     use proto::{ConfigEpoch, NodeId, PrepareEntry, View};
     use usig::Usig;
 
@@ -277,18 +279,8 @@ mod tests {
             .into_iter()
             .map(|(group, request)| PrepareEntry { group, request })
             .collect();
-        let bytes =
-            Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
-        let ui = usig(NodeId(0)).create_ui(&bytes).unwrap();
-        Prepare {
-            view: View(0),
-            config_epoch: ConfigEpoch(1),
-            primary: NodeId(0),
-            entries,
-            joins: Vec::new(),
-            reconfigure: None,
-            ui,
-        }
+        let mut primary = usig(NodeId(0));
+        warranted_prepare(&mut primary, View(0), ConfigEpoch(1), NodeId(0), entries)
     }
 
     #[test]

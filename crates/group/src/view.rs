@@ -522,7 +522,7 @@ fn combine(cluster: &Cluster, shown: Vec<Shown>) -> Cut {
 mod tests {
     use super::*;
     use crate::checkpoint::tests::signed;
-    use proto::testing::{request, usig, warranted_commit, TestCluster};
+    use proto::testing::{request, usig, warranted_commit, warranted_prepare, TestCluster};
     use proto::{GroupId, PrepareEntry, ViewChangeBody};
     use usig::soft::SoftUsig;
     use usig::Usig;
@@ -541,17 +541,7 @@ mod tests {
                     request: request(1, ts, &[0]),
                 }];
                 let epoch = proto::ConfigEpoch(1);
-                let bytes =
-                    Prepare::warranted_bytes(View(0), epoch, NodeId(0), &entries, &[], None);
-                Prepare {
-                    view: View(0),
-                    config_epoch: epoch,
-                    primary: NodeId(0),
-                    entries,
-                    joins: Vec::new(),
-                    reconfigure: None,
-                    ui: primary.create_ui(&bytes).unwrap(),
-                }
+                warranted_prepare(&mut primary, View(0), epoch, NodeId(0), entries)
             })
             .collect()
     }

@@ -609,7 +609,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use usig::soft::SoftUsig;
-    use usig::{Directory, Enrollment, Epoch, Usig, UsigId};
+    use usig::{Directory, Enrollment, Epoch, UsigId};
 
     fn request(ts: u64) -> Request {
         Request::signed(
@@ -722,9 +722,13 @@ mod tests {
             group: GroupId(0),
             request: request(1),
         }];
-        let bytes =
-            Prepare::warranted_bytes(View(0), ConfigEpoch(1), NodeId(0), &entries, &[], None);
-        let ui = usig.create_ui(&bytes).unwrap();
+        let p = crate::testing::warranted_prepare(
+            &mut usig,
+            View(0),
+            ConfigEpoch(1),
+            NodeId(0),
+            entries,
+        );
         let mut dir = Directory::new();
         dir.enroll(
             UsigId(100),
@@ -732,15 +736,6 @@ mod tests {
                 public_key: usig.public_key(),
             },
         );
-        let p = Prepare {
-            view: View(0),
-            config_epoch: ConfigEpoch(1),
-            primary: NodeId(0),
-            entries,
-            joins: Vec::new(),
-            reconfigure: None,
-            ui,
-        };
         (p, dir)
     }
 

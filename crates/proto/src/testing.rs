@@ -146,6 +146,28 @@ pub fn first_view_change(
     }
 }
 
+/// `primary`'s PREPARE of `view` in `config_epoch` with `entries` (no JOIN, no RECONFIGURE),
+/// warranted by `who`.
+pub fn warranted_prepare(
+    who: &mut SoftUsig,
+    view: crate::ids::View,
+    config_epoch: crate::ConfigEpoch,
+    primary: NodeId,
+    entries: Vec<crate::PrepareEntry>,
+) -> crate::Prepare {
+    use usig::Usig;
+    let bytes = crate::Prepare::warranted_bytes(view, config_epoch, primary, &entries, &[], None);
+    crate::Prepare {
+        view,
+        config_epoch,
+        primary,
+        entries,
+        joins: Vec::new(),
+        reconfigure: None,
+        ui: who.create_ui(&bytes).unwrap(),
+    }
+}
+
 /// `replica`'s COMMIT of `view` for `slot`, proposal and prefix, warranted by `who`; it
 /// carries no PREPARE.
 pub fn warranted_commit(

@@ -11,10 +11,10 @@ use group::render::Renderer;
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::config::{Cluster, ClusterConfig, GroupConfig, ReplicaConfig};
 use proto::reconfig::{check_successor, replace_member, EpochStarted, PositionReport};
-use proto::testing::{client_key, node_key, usig, usig_in_epoch, TestCluster};
+use proto::testing::{client_key, node_key, usig, usig_in_epoch, warranted_prepare, TestCluster};
 use proto::{
     ClientId, CommitDb, ConfigRequest, Configure, Decided, GroupId, Message, NodeId, PartitionId,
-    PartitionRule, Prepare, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
+    PartitionRule, PrepareEntry, Proposal, RecoveryRequest, Reply, ReplyCommitDb, Request,
     RequestBody, Signature, View,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -1123,18 +1123,7 @@ impl World {
         };
         let entries = vec![PrepareEntry { group, request }];
         let (view, epoch) = (p.core.view(), p.cluster.epoch());
-        let bytes =
-            proto::Prepare::warranted_bytes(view, epoch, FIRST_PRIMARY, &entries, &[], None);
-        let ui = p.usig.create_ui(&bytes).expect("soft usig");
-        let prepare = proto::Prepare {
-            view,
-            config_epoch: epoch,
-            primary: FIRST_PRIMARY,
-            entries,
-            joins: Vec::new(),
-            reconfigure: None,
-            ui,
-        };
+        let prepare = warranted_prepare(&mut p.usig, view, epoch, FIRST_PRIMARY, entries);
         self.prepares_after_close += 1;
         self.broadcast_proposal(FIRST_PRIMARY, Proposal::Prepare(prepare));
     }
@@ -1332,17 +1321,9 @@ impl World {
                         && self.scenario.faults.contains(&Fault::MisnamedPrepares)
                         && self.first_primary_warrants % 5 == 3;
                     let misnamed = misnamed.then(|| {
-                        let (view, epoch) = (View(7), p.cluster.epoch());
-                        let bytes = Prepare::warranted_bytes(view, epoch, id, &[], &[], None);
-                        Proposal::Prepare(Prepare {
-                            view,
-                            config_epoch: epoch,
-                            primary: id,
-                            entries: Vec::new(),
-                            joins: Vec::new(),
-                            reconfigure: None,
-                            ui: p.usig.create_ui(&bytes).expect("soft usig"),
-                        })
+                        let epoch = p.cluster.epoch();
+                        let prepare = warranted_prepare(&mut p.usig, View(7), epoch, id, vec![]);
+                        Proposal::Prepare(prepare)
                     });
                     let ui = p.usig.create_ui(&bytes).expect("soft usig");
                     actions.extend(p.core.warranted(ui));

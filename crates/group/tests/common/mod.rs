@@ -7,7 +7,7 @@
 use group::core::{Action, Reject, ReplicaCore};
 use group::render::Renderer;
 use proto::config::Cluster;
-use proto::testing::{node_key, request, usig, BytesArePartitions, TestCluster};
+use proto::testing::{node_key, request, usig, warranted_prepare, BytesArePartitions, TestCluster};
 use proto::{
     Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, ReqViewChange, Signature, View,
     ViewChange,
@@ -74,17 +74,7 @@ impl Primary {
     }
 
     fn warrant(&mut self, view: View, entries: Vec<PrepareEntry>) -> Prepare {
-        let (epoch, primary) = (self.epoch, NodeId(0));
-        let bytes = Prepare::warranted_bytes(view, epoch, primary, &entries, &[], None);
-        Prepare {
-            view,
-            config_epoch: epoch,
-            primary,
-            entries,
-            joins: Vec::new(),
-            reconfigure: None,
-            ui: self.usig.create_ui(&bytes).unwrap(),
-        }
+        warranted_prepare(&mut self.usig, view, self.epoch, NodeId(0), entries)
     }
 }
 
