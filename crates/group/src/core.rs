@@ -349,9 +349,10 @@ pub struct ReplicaCore {
     decided: BTreeMap<u64, MessageDigest>,
     agreements: BTreeMap<u64, Agreement>,
     /// Agreements that got a vote or our executions since [`ReplicaCore::try_accept_all`] last
-    /// looked: only these can have become acceptable. Looking at every open agreement on every
-    /// message cost each message as many steps as a Byzantine peer kept agreements open.
-    touched: BTreeSet<u64>,
+    /// looked (with repeats; its capacity is reused): only these can have become acceptable.
+    /// Looking at every open agreement on every message cost each message as many steps as a
+    /// Byzantine peer kept agreements open.
+    touched: Vec<u64>,
     to_warrant: VecDeque<u64>,
     /// What our COMMITs still queued in `to_warrant` say, for slots decided before we got to
     /// them: those COMMITs still go out. A peer may have missed one of the f+1 COMMITs that
@@ -504,7 +505,7 @@ impl ReplicaCore {
             peers,
             decided: BTreeMap::new(),
             agreements: BTreeMap::new(),
-            touched: BTreeSet::new(),
+            touched: Vec::new(),
             to_warrant: VecDeque::new(),
             decided_unwarranted: BTreeMap::new(),
             view_change_due: None,
@@ -959,7 +960,7 @@ impl ReplicaCore {
         agreement.prefix = prefix;
         agreement.prepare = prepare;
         agreement.executions = Some(Arc::new(executions));
-        self.touched.insert(slot);
+        self.touched.push(slot);
         self.to_warrant.push_back(slot);
     }
 
@@ -1219,7 +1220,7 @@ impl ReplicaCore {
                 };
                 if let Some(agreement) = self.agreements.get_mut(&slot) {
                     agreement.votes.insert(self.me, (proposal, prefix));
-                    self.touched.insert(slot);
+                    self.touched.push(slot);
                 }
                 self.log.push(Warranted::Commit(commit.stub()));
                 self.sent_for.insert(slot, commit.ui.counter);
@@ -1483,7 +1484,7 @@ impl ReplicaCore {
         let agreement = (self.agreements.entry(slot))
             .or_insert_with(|| Agreement::open(commit.proposal, commit.prefix, now));
         (agreement.votes).insert(commit.replica, (commit.proposal, commit.prefix));
-        self.touched.insert(slot);
+        self.touched.push(slot);
         Ok(actions)
     }
 
@@ -1492,7 +1493,10 @@ impl ReplicaCore {
     fn try_accept_all(&mut self) -> Vec<Action> {
         let quorum = self.f() + 1;
         let mut actions = Vec::new();
-        for slot in std::mem::take(&mut self.touched) {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        for slot in touched.drain(..) {
             let Some(agreement) = self.agreements.get_mut(&slot) else {
                 continue;
             };
@@ -1518,6 +1522,7 @@ impl ReplicaCore {
                 }
             }
         }
+        self.touched = touched;
         actions
     }
 
