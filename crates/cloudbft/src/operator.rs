@@ -234,15 +234,16 @@ impl Operator {
                 break;
             }
             // The nodes that have not reported and, while no book came, the replicas that
-            // reported without one: a replica answers at once, and may not hold f+1
-            // EPOCH-CLOSEs of every group yet (those of a group it never talked to come on an
-            // authenticated link opened for them, a few round trips later than ours).
+            // reported without the certified one: a replica answers at once, and may not have
+            // signed its EPOCH-CLOSE yet, or only one for an earlier end of its history (a new
+            // view's cut ended it again later), and may learn the certified end from f+1
+            // EPOCH-CLOSEs of every group meanwhile.
             let ask: Vec<NodeId> = asked
                 .iter()
                 .copied()
                 .filter(|id| match reports.get(id) {
                     None => true,
-                    Some(r) => book.is_none() && r.book.is_none() && replicas.contains(id),
+                    Some(_) => book.is_none() && replicas.contains(id),
                 })
                 .collect();
             if ask.is_empty() {

@@ -444,9 +444,9 @@ pub struct ReplicaCore {
     own_close: Option<(EpochClose, u64)>,
     /// The latest EPOCH-CLOSE of every replica of the epoch.
     closes: BTreeMap<NodeId, EpochClose>,
-    /// f+1 matching EPOCH-CLOSEs of every group, once they arrived, and the order book they
-    /// name if it is ours.
-    certificate: Option<(Vec<EpochClose>, Option<Vec<u8>>)>,
+    /// The order book digest that f+1 matching EPOCH-CLOSEs of every group name, once they
+    /// arrived.
+    certificate: Option<MessageDigest>,
     /// Our book at each end of history we signed an EPOCH-CLOSE for, by its digest.
     closing_books: BTreeMap<MessageDigest, Vec<u8>>,
     /// We told the operator where our USIG sequence stands: we warrant nothing more.
@@ -1041,20 +1041,27 @@ impl ReplicaCore {
             .cloned()
             .collect();
         proto::reconfig::certified(&self.cluster, &matching).ok()?;
-        let book = self.closing_books.get(&close.book).cloned();
         tracing::info!(
             id = self.me.0,
             slot = close.slot,
             "configuration epoch closed: f+1 EPOCH-CLOSEs of every group"
         );
-        self.certificate = Some((matching, book));
+        self.certificate = Some(close.book);
         Some(Action::EpochClosed)
     }
 
-    /// The certificate of where the epoch ended (f+1 matching EPOCH-CLOSEs of every group) and,
-    /// if our own history ended there, the order book it names.
-    pub fn epoch_certificate(&self) -> Option<&(Vec<EpochClose>, Option<Vec<u8>>)> {
-        self.certificate.as_ref()
+    /// The order book our position report carries: the one the certificate names (f+1
+    /// matching EPOCH-CLOSEs of every group) if our history ended there, or else the one our
+    /// latest EPOCH-CLOSE names. The operator takes a book only if it hashes to the digest of
+    /// the certificate it holds, so offering ours before we hold one costs nothing; and we may
+    /// never hold one: the operator's certificate can form from EPOCH-CLOSEs we lost, and once
+    /// it asks for our position we re-send ours no more, nor do our peers. Until 2026-12-07
+    /// only a replica holding the certificate offered the book, and with every correct one
+    /// short of it the operator asked for ever (reconfiguration `many_seeds`, seed 11011).
+    pub fn closing_book(&self) -> Option<&Vec<u8>> {
+        let own = || self.own_close.as_ref().map(|(close, _)| close.book);
+        let certified = self.certificate.and_then(|d| self.closing_books.get(&d));
+        certified.or_else(|| own().and_then(|d| self.closing_books.get(&d)))
     }
 
     /// Whether the epoch's last PREPARE is ordered in our history.

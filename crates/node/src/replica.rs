@@ -628,7 +628,7 @@ pub async fn run(
         }
         // Frozen for the operator: answer once the warrant in flight (if any) is made.
         if epochs.asked.is_some() && !usig.busy() {
-            let book = core.epoch_certificate().and_then(|(_, book)| book.clone());
+            let book = core.closing_book().cloned();
             epochs.report(&peers, me, &e.cluster, &key, usig.last(), book);
         }
         if leaving.is_some_and(|until| Instant::now() >= until) {

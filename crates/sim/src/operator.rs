@@ -193,10 +193,10 @@ impl Operator {
                 let m = Message::Reconfigure(reconfigure.clone());
                 candidates().into_iter().map(|to| (to, m.clone())).collect()
             }
-            // The nodes that have not reported and, while no book came, the replicas that
-            // reported without one (as `cloudbft reconfigure` does): a replica may answer
-            // before it holds the certificate's book, and asked no more, it left the operator
-            // waiting for ever (reconfiguration `many_seeds`, seed 8002).
+            // The nodes that have not reported and, while no book came, every replica (as
+            // `cloudbft reconfigure` does): a replica may answer before it signed its
+            // EPOCH-CLOSE, and asked no more, it left the operator waiting for ever
+            // (reconfiguration `many_seeds`, seed 8002).
             Phase::Positions { reports, book, .. } => {
                 let m = Message::PositionRequest(position_request(&self.current));
                 let replica =
@@ -205,7 +205,7 @@ impl Operator {
                     .into_iter()
                     .filter(|id| match reports.get(id) {
                         None => true,
-                        Some(r) => book.is_none() && r.book.is_none() && replica(id),
+                        Some(_) => book.is_none() && replica(id),
                     })
                     .map(|id| (To::Node(id), m.clone()))
                     .collect()

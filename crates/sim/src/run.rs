@@ -1215,10 +1215,7 @@ impl World {
             return;
         }
         node.asked = false;
-        let book = node
-            .core
-            .epoch_certificate()
-            .and_then(|(_, book)| book.clone());
+        let book = node.core.closing_book().cloned();
         let report = position_report(id, &node.cluster, node.usig.last(), book);
         self.send(Addr::Operator, Msg::Proto(report));
     }

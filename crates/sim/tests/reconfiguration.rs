@@ -155,6 +155,22 @@ fn the_operator_asks_again_until_a_report_brings_the_book() {
     run_checked(&harsh(one_three_one(8002)), &served);
 }
 
+/// Seed 11011 of `many_seeds`: the old primary sent the RECONFIGURE's PREPARE to group 0 alone
+/// and crashed; a view change's cut ended the epoch, and the operator's certificate formed from
+/// EPOCH-CLOSEs that, on the harsh network, no correct replica all received before the
+/// operator's position request froze it (a frozen replica re-sends its EPOCH-CLOSE no more).
+/// Only a replica holding the certificate offered the order book, so the operator asked for
+/// ever. A replica now offers the book its own EPOCH-CLOSE names.
+#[test]
+fn a_replica_offers_its_book_before_it_holds_the_certificate() {
+    let scenario = with(
+        add_group(),
+        vec![Fault::CrashPrimaryAfterReconfigure(Some(GroupId(0)))],
+        harsh(base(11011)),
+    );
+    run_checked(&scenario, &[(2, GroupId(2))]);
+}
+
 /// The newcomer runs the new epoch in its group and the replaced member does not.
 fn assert_replaced(o: &Outcome) {
     assert_eq!(
