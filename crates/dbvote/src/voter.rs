@@ -10,15 +10,17 @@
 //! State transfer (docs/state-transfer.md) lives in [`transfer`]: a node that stalls asks the
 //! others for their state after an order, and a node asked sets a barrier there.
 
+mod lookups;
 pub mod transfer;
 mod votes;
 
+use lookups::Lookups;
+pub use lookups::MAX_LOOKUPS_PER_MEMBER;
 use proto::config::Cluster;
 use proto::{
     CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, SigningKey,
     TableRows,
 };
-use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use votes::Tally;
@@ -113,6 +115,16 @@ pub const STORED_RESULTS_KEPT_MIN: u64 = 2 * proto::CHECKPOINT_INTERVAL * 64;
 /// Results are forgotten in steps of this many orders (one DELETE each).
 const FORGET_STEP: u64 = 4_096;
 
+/// A recently executed order as [`VoterCore`] keeps it to answer re-sends from memory: the
+/// group that decided it and its positions, with its result. A member may name any order in a
+/// COMMIT-DB; only an execution of that group at those positions is the one that ran there and
+/// gets the result.
+struct Recent {
+    group: GroupId,
+    positions: Vec<(u32, u64)>,
+    result: Vec<u8>,
+}
+
 /// A database node's voting state.
 pub struct VoterCore {
     cluster: Arc<Cluster>,
@@ -130,10 +142,11 @@ pub struct VoterCore {
     votes: Tally,
     decided: BTreeMap<u64, (GroupId, Execution)>,
     running: BTreeSet<u64>,
-    /// Group to answer for orders being looked up again ([`VoterAction::LookUp`]).
-    lookups: BTreeMap<u64, GroupId>,
-    /// The last [`KEEP_RESULTS`] results, by order.
-    recent: BTreeMap<u64, Vec<u8>>,
+    /// Orders being looked up again ([`VoterAction::LookUp`]) and who asked, bounded per
+    /// member ([`lookups`]).
+    lookups: Lookups,
+    /// The last [`KEEP_RESULTS`] executed orders, with their results.
+    recent: BTreeMap<u64, Recent>,
     /// Stored results kept below the executed orders ([`STORED_RESULTS_KEPT`]).
     keep_stored: u64,
     /// Everything state transfer needs to know.
@@ -160,7 +173,7 @@ impl VoterCore {
             votes: Tally::default(),
             decided: BTreeMap::new(),
             running: BTreeSet::new(),
-            lookups: BTreeMap::new(),
+            lookups: Lookups::default(),
             recent: BTreeMap::new(),
             keep_stored: STORED_RESULTS_KEPT,
             st: transfer::State::default(),
@@ -283,15 +296,29 @@ impl VoterCore {
         let mut malformed = 0;
         let mut answers = Vec::new();
         let mut look_up = Vec::new();
+        // A correct member names an order once per COMMIT-DB, in increasing order: only
+        // otherwise are the orders met so far remembered (no allocation on the common path).
+        let increasing = (commit_db.executions.windows(2)).all(|w| w[0].order < w[1].order);
+        let mut seen = BTreeSet::new();
         for execution in commit_db.executions {
-            if misrouted.contains(&execution.order) {
+            let repeated = !increasing && !seen.insert(execution.order);
+            if misrouted.contains(&execution.order) || repeated {
                 malformed += 1;
                 continue;
             }
             // Retransmissions of what is decided or executed are the common case under load:
-            // answered (or skipped) before the costlier checks below.
-            if let Some(result) = self.recent.get(&execution.order) {
-                answers.push((execution.order, result.clone()));
+            // answered (or skipped) before the costlier checks below. An answer from memory
+            // costs a copy of the result to every member of the group, so only the execution
+            // that ran gets it, once per COMMIT-DB: a Byzantine member's copies, or made-up
+            // executions naming the order, used to be answered once each.
+            if let Some(recent) = self.recent.get(&execution.order) {
+                let ran =
+                    recent.group == commit_db.group && recent.positions == execution.positions;
+                if ran && self.well_formed(&execution) {
+                    answers.push((execution.order, recent.result.clone()));
+                } else {
+                    malformed += 1;
+                }
                 continue;
             }
             if self.decided.contains_key(&execution.order) {
@@ -309,8 +336,10 @@ impl VoterCore {
             }
             if self.already_executed(&execution) {
                 // A retransmission after we executed: answer again with the stored result.
-                if let Entry::Vacant(asked) = self.lookups.entry(execution.order) {
-                    asked.insert(commit_db.group);
+                if self
+                    .lookups
+                    .ask(execution.order, commit_db.group, commit_db.replica)
+                {
                     look_up.push(execution.order);
                 }
                 continue;
@@ -339,20 +368,29 @@ impl VoterCore {
         self.votes.take_evicted()
     }
 
+    /// Lookups refused since the last call because their member had
+    /// [`MAX_LOOKUPS_PER_MEMBER`] in flight (module `lookups`; counted by the driver).
+    pub fn take_refused_lookups(&mut self) -> u64 {
+        self.lookups.take_refused()
+    }
+
     /// The stored results a [`VoterAction::LookUp`] found (`None`: no result stored for that
-    /// order), answered to the groups that asked; returns the answers and how many orders had
-    /// none (counted by the driver).
+    /// order), answered to every group a member of which asked; returns the answers and how
+    /// many orders had none (counted by the driver).
     pub fn looked_up(&mut self, found: Vec<(u64, Option<Vec<u8>>)>) -> (Vec<VoterAction>, usize) {
         let mut answers: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         let mut missing = 0;
         for (order, result) in found {
-            let group = self.lookups.remove(&order);
-            match (group, result) {
-                (Some(group), Some(result)) => {
-                    answers.entry(group).or_default().push((order, result))
-                }
-                (_, None) => missing += 1,
-                (None, Some(_)) => {}
+            let groups = self.lookups.answered(order);
+            let Some(result) = result else {
+                missing += 1;
+                continue;
+            };
+            for group in groups {
+                answers
+                    .entry(group)
+                    .or_default()
+                    .push((order, result.clone()));
             }
         }
         let actions = answers
@@ -382,22 +420,26 @@ impl VoterCore {
         let mut replies: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
         for (order, result) in results {
             self.running.remove(&order);
-            let group = self.decided.remove(&order).map(|(group, execution)| {
-                for &(p, s) in &execution.positions {
-                    if let Some(last) = self.last_seq.get_mut(p as usize) {
-                        *last = (*last).max(s);
-                    }
+            let Some((group, execution)) = self.decided.remove(&order) else {
+                continue;
+            };
+            for &(p, s) in &execution.positions {
+                if let Some(last) = self.last_seq.get_mut(p as usize) {
+                    *last = (*last).max(s);
                 }
-                self.st.executed(order);
-                group
-            });
-            if let Some(group) = group {
-                replies
-                    .entry(group)
-                    .or_default()
-                    .push((order, result.clone()));
             }
-            self.recent.insert(order, result);
+            self.st.executed(order);
+            replies
+                .entry(group)
+                .or_default()
+                .push((order, result.clone()));
+            let positions = execution.positions;
+            let recent = Recent {
+                group,
+                positions,
+                result,
+            };
+            self.recent.insert(order, recent);
         }
         while self.recent.len() > KEEP_RESULTS {
             self.recent.pop_first();
@@ -894,6 +936,51 @@ pub(super) mod tests {
         assert_eq!(replies(&again), vec![vec![1], vec![1]]);
     }
 
+    /// The groups answered and the orders each answer holds.
+    fn replies(actions: &[VoterAction]) -> Vec<(GroupId, Vec<u64>)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                VoterAction::Reply { group, reply } => {
+                    Some((*group, reply.results.iter().map(|r| r.0).collect()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One Byzantine member's COMMIT-DB naming a recently executed order gets what a correct
+    /// member's re-send gets, no more: one answer per order, and only for the execution that
+    /// ran there. It used to be answered from memory before any check, once per copy: one
+    /// minimal execution of a few bytes cloned the order's result into the reply, to every
+    /// member of the group, as often as the frame held copies.
+    #[test]
+    fn copies_of_a_recent_order_are_answered_once_and_only_as_executed() {
+        let mut v = voter();
+        let one = execution(1, &[(0, 1)], &[0]);
+        assert_eq!(
+            batches(&decide(&mut v, std::slice::from_ref(&one))),
+            vec![vec![1]]
+        );
+        v.executed(1, b"result".to_vec());
+        let from_103 = |executions: &[Execution]| commit_db(1, 0, 103, executions);
+        let minimal = Execution {
+            positions: Vec::new(),
+            ..one.clone()
+        };
+        let moved = Execution {
+            positions: vec![(0, 2)],
+            ..one.clone()
+        };
+        for wrong in [minimal, moved] {
+            let (actions, malformed) = linked(&mut v, &from_103(&[wrong])).unwrap();
+            assert_eq!((replies(&actions), malformed), (vec![], 1), "{actions:?}");
+        }
+        let (actions, malformed) = linked(&mut v, &from_103(&vec![one; 50])).unwrap();
+        assert_eq!(replies(&actions), vec![(GroupId(0), vec![1])]);
+        assert_eq!(malformed, 49, "the copies are counted");
+    }
+
     /// A member's COMMIT-DB for an order at positions this node passed, with no result in
     /// memory (a restart), is looked up apart from every execution. One Byzantine member can
     /// name any order there: one that never ran here goes unanswered and is counted, where it
@@ -930,6 +1017,73 @@ pub(super) mod tests {
         assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![999] }]);
         assert_eq!(v.looked_up(vec![(999, None)]), (Vec::new(), 1));
         assert!(batches(&actions).is_empty(), "never an execution");
+    }
+
+    /// Database node 11 of a two-group cluster that passed positions 5 of both partitions,
+    /// with no result in memory (a restart): re-sends are looked up.
+    fn restarted_of_two_groups() -> VoterCore {
+        let cluster = Arc::new(TestCluster::new(1, 2, 2, 4).cluster);
+        VoterCore::new(
+            cluster,
+            Arc::new(BytesArePartitions),
+            node_key(NodeId(11)),
+            NodeId(11),
+            vec![5, 5],
+        )
+    }
+
+    /// A member of group 0 names group 1's order 3 at positions of its own partition that
+    /// this node passed. Its lookup used to hold the order for group 0 alone: group 1's
+    /// genuine re-send, arriving meanwhile, was dropped and the answer went to group 0 only.
+    /// Now every asking group gets it, and the order is read once.
+    #[test]
+    fn a_lookup_answers_every_group_that_asked_for_the_order() {
+        let mut v = restarted_of_two_groups();
+        let byzantine = [execution(3, &[(0, 2)], &[0])];
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &byzantine)).unwrap();
+        assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![3] }]);
+        let genuine = [execution(3, &[(1, 3)], &[1])];
+        let (actions, malformed) = linked(&mut v, &commit_db(1, 1, 201, &genuine)).unwrap();
+        assert_eq!((actions, malformed), (vec![], 0), "read once");
+        let (answers, missing) = v.looked_up(vec![(3, Some(b"r".to_vec()))]);
+        assert_eq!(missing, 0);
+        assert_eq!(
+            replies(&answers),
+            vec![(GroupId(0), vec![3]), (GroupId(1), vec![3])]
+        );
+        assert_eq!(v.looked_up(vec![(3, Some(b"r".to_vec()))]), (vec![], 0));
+    }
+
+    /// A Byzantine member naming made-up orders at passed positions used to start one read per
+    /// order, without bound. Now it has at most [`MAX_LOOKUPS_PER_MEMBER`] in flight: the
+    /// rest are refused and counted; another member's lookups still go through, and once the
+    /// reads end the member may ask again.
+    #[test]
+    fn lookups_in_flight_are_bounded_per_member() {
+        let mut v = restarted_of_two_groups();
+        let made_up: Vec<Execution> = (0..MAX_LOOKUPS_PER_MEMBER as u64 + 10)
+            .map(|i| execution(1_000 + i, &[(0, 1)], &[0]))
+            .collect();
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &made_up)).unwrap();
+        let [VoterAction::LookUp { orders }] = actions.as_slice() else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(orders.len(), MAX_LOOKUPS_PER_MEMBER);
+        assert_eq!(v.take_refused_lookups(), 10);
+        let correct = [execution(3, &[(0, 2)], &[0])];
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 101, &correct)).unwrap();
+        assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![3] }]);
+        let none = orders.iter().map(|&o| (o, None)).collect();
+        assert_eq!(v.looked_up(none), (vec![], MAX_LOOKUPS_PER_MEMBER));
+        let again = [execution(5_000, &[(0, 1)], &[0])];
+        let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &again)).unwrap();
+        assert_eq!(
+            actions,
+            vec![VoterAction::LookUp {
+                orders: vec![5_000]
+            }]
+        );
+        assert_eq!(v.take_refused_lookups(), 0);
     }
 
     #[test]

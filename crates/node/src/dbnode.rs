@@ -272,6 +272,9 @@ async fn run_app<A: Application>(
                 for _ in 0..voter.take_evicted_votes() {
                     metrics.reject("evicted_vote");
                 }
+                for _ in 0..voter.take_refused_lookups() {
+                    metrics.reject("lookup_refused");
+                }
                 actions
             }
         };
@@ -406,7 +409,9 @@ fn spawn_batch<A: Application>(
 }
 
 /// Reads the stored results of `orders` on a task of its own, outside the writer's
-/// transactions; a failed read counts as no result (the member asks again).
+/// transactions; a failed read counts as no result (the member asks again). The voter bounds
+/// the orders in flight per member (`dbvote::voter::MAX_LOOKUPS_PER_MEMBER`), and with them
+/// these tasks: a member naming made-up orders starts no more reads than that at once.
 fn spawn_lookup<A: Application>(
     executor: &Executor<A>,
     orders: Vec<u64>,

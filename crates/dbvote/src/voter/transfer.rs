@@ -98,8 +98,12 @@ impl State {
         if order > self.executed_through {
             self.executed_above.insert(order);
         }
-        while self.executed_above.remove(&(self.executed_through + 1)) {
-            self.executed_through += 1;
+        // Checked: an installed target is a claimed order (saturated at `u64::MAX`).
+        while let Some(next) = self.executed_through.checked_add(1) {
+            if !self.executed_above.remove(&next) {
+                break;
+            }
+            self.executed_through = next;
         }
     }
 
@@ -167,6 +171,17 @@ impl VoterCore {
             .collect()
     }
 
+    /// The (f+1)-th highest order other nodes claimed to have released ("past" answers), or 0
+    /// while fewer than f+1 nodes claimed one. Up to f claims may be Byzantine, so only the
+    /// (f+1)-th highest is at most what a correct node reported; with fewer claims the highest
+    /// one could be a single Byzantine node's order far ahead (claims only grow until an
+    /// install), and the node would ask for a state nobody reaches, forever.
+    fn claimed(&self) -> u64 {
+        let mut claims: Vec<u64> = self.st.claims.values().copied().collect();
+        claims.sort_unstable_by(|a, b| b.cmp(a));
+        claims.get(self.quorum() - 1).copied().unwrap_or(0)
+    }
+
     /// A new attempt: target the highest order seen decided, or what f+1 others reported
     /// having passed, whichever is higher (plus a margin after "past" answers), never below
     /// what this node released.
@@ -178,22 +193,17 @@ impl VoterCore {
         let met_past = self.st.own.take().is_some_and(|t| !t.past.is_empty());
         self.st.pasts = if met_past { self.st.pasts + 1 } else { 0 };
         let decided = self.decided.keys().next_back().copied().unwrap_or(0);
-        let mut claims: Vec<u64> = self.st.claims.values().copied().collect();
-        claims.sort_unstable_by(|a, b| b.cmp(a));
-        // The (f+1)-th highest claim: at least one correct node reached it.
-        let claimed = claims
-            .get(self.quorum().min(claims.len()).saturating_sub(1))
-            .copied()
-            .unwrap_or(0);
+        let claimed = self.claimed();
         let margin = match self.st.pasts {
             0 => 0,
             n => MARGIN << (n - 1).min(5),
         };
+        // Saturating: a claimed order is anything a node signed, up to `u64::MAX`.
         let target = decided
             .max(claimed)
             .max(self.st.max_released)
-            .max(self.st.executed_through + 1)
-            + margin;
+            .max(self.st.executed_through.saturating_add(1))
+            .saturating_add(margin);
         let sender = others[(self.st.attempts % others.len() as u64) as usize];
         self.st.attempts += 1;
         self.st.own = Some(Transfer {
@@ -630,6 +640,42 @@ mod tests {
         let retry = requests(&v.tick());
         // The (f+1)-th highest claim (50: one of 12 and 13 is correct) plus the margin.
         assert_eq!(retry[0].1.target_order, 50 + MARGIN);
+    }
+
+    /// Claims of "past" count only once f+1 distinct nodes made one: the (f+1)-th highest is
+    /// then at most what a correct node reported. One Byzantine node's claim far ahead used to
+    /// set the target on its own (the highest of fewer than f+1 claims), and claims only grow:
+    /// the node asked for a state nobody would reach, forever.
+    #[test]
+    fn one_byzantine_past_claim_far_ahead_does_not_move_the_target() {
+        let (mut v, _) = stalled();
+        v.on_db_checkpoint(&checkpoint(12, 3, 1 << 62, None))
+            .unwrap();
+        let retry = requests(&ticks(&mut v, SERVE_GAP_TICKS));
+        assert_eq!(retry.len(), 1);
+        assert_eq!(
+            retry[0].1.target_order,
+            3 + MARGIN,
+            "the decided order, not the claim"
+        );
+    }
+
+    /// A claim of `u64::MAX` overflowed the target's margin (a panic in debug builds); alone it
+    /// does not count, and f+1 of them (which no correct node makes) saturate.
+    #[test]
+    fn a_past_claim_of_u64_max_does_not_overflow_the_target() {
+        let (mut v, _) = stalled();
+        v.on_db_checkpoint(&checkpoint(12, 3, u64::MAX, None))
+            .unwrap();
+        let retry = requests(&ticks(&mut v, SERVE_GAP_TICKS));
+        let target = retry[0].1.target_order;
+        assert_eq!(target, 3 + MARGIN);
+        v.on_db_checkpoint(&checkpoint(12, target, u64::MAX, None))
+            .unwrap();
+        v.on_db_checkpoint(&checkpoint(13, target, u64::MAX, None))
+            .unwrap();
+        let retry = requests(&ticks(&mut v, SERVE_GAP_TICKS));
+        assert_eq!(retry[0].1.target_order, u64::MAX);
     }
 
     #[test]
