@@ -127,7 +127,7 @@ pub enum Reject {
     InvalidRecoveryState(Unusable),
     /// An EPOCH-CLOSE from no replica of the epoch, or with a bad signature.
     BadEpochClose,
-    /// A FETCH-COMMITS whose range of warrant counters is reversed (start after end).
+    /// A FETCH-COMMITS no correct peer sends ([`fetch_is_sound`]).
     BadFetch,
     /// A peer's COMMIT for a slot [`AGREEMENT_HORIZON`] or more beyond our history, where no
     /// agreement is open.
@@ -289,6 +289,12 @@ const RETRY_TICKS: u64 = 4;
 /// The most counters one fetch asks a candidate or a peer for (a candidate answers at most 256
 /// PREPAREs; an ordered verifier holds 1,024 counters).
 const FETCH_BATCH: u64 = 256;
+/// The most slots one FETCH-COMMITS is answered for, its lowest: one per slot within
+/// [`AGREEMENT_HORIZON`]. A correct replica asks for its agreements short of f+1, lowest first,
+/// and one further behind than the horizon catches up by state transfer instead; if it still
+/// asks for more, the rest are asked for again [`RETRY_TICKS`] later, once the lowest are
+/// decided.
+pub const MAX_FETCHED_SLOTS: usize = AGREEMENT_HORIZON as usize;
 /// The counters after the last we have that a quiet primary is asked for while a peer's gap
 /// stays open ([`ReplicaCore::probe_primary`]): a lost tail of its sequence is a PREPARE or
 /// two, and the probe must stay small where nothing was lost.
@@ -1769,22 +1775,23 @@ impl ReplicaCore {
                 .is_none_or(|w| w.request.timestamp < request.timestamp)
     }
 
-    /// A peer asks for messages it lost. A reversed range of warrant counters is refused
-    /// (`BTreeMap::range` would panic on it).
+    /// A peer asks for messages it lost. What only a faulty peer asks for is refused whole
+    /// ([`fetch_is_sound`]), and at most [`MAX_FETCHED_SLOTS`] slots are answered: a peer's
+    /// fetch costs us at most `FETCH_BATCH + MAX_FETCHED_SLOTS` messages, not one per entry it
+    /// lists.
     pub fn on_fetch_commits(
         &self,
         from: NodeId,
         warrants: Option<RangeInclusive<u64>>,
         slots: &[u64],
     ) -> Result<Vec<Action>, Reject> {
-        if warrants.as_ref().is_some_and(RangeInclusive::is_empty) {
+        if !fetch_is_sound(warrants.as_ref(), slots) {
             return Err(Reject::BadFetch);
         }
         let by_warrant = warrants
             .into_iter()
             .flat_map(|range| self.sent.range(range).map(|(_, m)| m));
-        let by_slot = slots
-            .iter()
+        let by_slot = (slots.iter().take(MAX_FETCHED_SLOTS))
             .filter_map(|s| self.sent_for.get(s).and_then(|w| self.sent.get(w)));
         Ok(by_warrant
             .chain(by_slot)
@@ -2430,6 +2437,16 @@ fn pin_start<T>(cluster: &Cluster, verifier: &mut OrderedVerifier<T>, node: Node
             .resume_at(usig, epoch, counter + 1, chain)
             .map(drop)
     };
+}
+
+/// Whether a correct peer may have sent this FETCH-COMMITS: a range of at most [`FETCH_BATCH`]
+/// warrant counters, its start not after its end (`BTreeMap::range` panics on a reversed one),
+/// and strictly ascending slots (its agreements short of f+1, in slot order). A Byzantine
+/// member's `slots: vec![s; N]`, with N in the millions in one frame, or its range of every
+/// counter, was answered with a message per entry.
+fn fetch_is_sound(warrants: Option<&RangeInclusive<u64>>, slots: &[u64]) -> bool {
+    let range_ok = warrants.is_none_or(|r| !r.is_empty() && r.end() - r.start() < FETCH_BATCH);
+    range_ok && slots.windows(2).all(|pair| pair[0] < pair[1])
 }
 
 /// One execution decided at `slot` got its results (or never will).

@@ -159,3 +159,75 @@ fn a_reversed_fetch_commits_range_is_refused_without_a_panic() {
         Err(Reject::BadFetch)
     );
 }
+
+/// Member 101 after `empty` PREPAREs without work for the group and one with work: its COMMIT
+/// for that last slot is there to fetch, and so are the CHECKPOINTs it warranted on the way.
+fn committed_after(empty: usize) -> (ReplicaCore, u64) {
+    let mut g = common::Group::new();
+    for _ in 0..empty {
+        let p = g.primary.empty();
+        assert!(g.replica.prepare(&p).commits.is_empty());
+    }
+    let p = g.primary.prepare();
+    let commits = g.replica.prepare(&p).commits;
+    let slot = empty as u64 + 1;
+    assert_eq!(
+        commits.iter().map(|c| c.slot).collect::<Vec<_>>(),
+        vec![slot]
+    );
+    (g.replica.core, slot)
+}
+
+/// The COMMITs a fetch's answer carries, by slot.
+fn fetched_slots(actions: &[Action]) -> Vec<u64> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendCommit { commit, .. } => Some(commit.slot),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A correct replica lists the slots it fetches once each, in ascending order. A Byzantine
+/// member's FETCH-COMMITS naming one slot 100,000 times (millions fit in a frame) was answered
+/// with 100,000 COMMITs: one listing a slot twice, or out of order, is now refused.
+#[test]
+fn a_fetch_commits_with_repeated_or_unordered_slots_is_refused() {
+    use group::core::Reject;
+    let (replica, slot) = committed_after(3);
+    // How many messages the answer carries.
+    let asked = |slots: &[u64]| {
+        let answer = replica.on_fetch_commits(NodeId(102), None, slots);
+        answer.map(|actions| fetched_slots(&actions).len())
+    };
+    assert_eq!(asked(&[slot]), Ok(1));
+    assert_eq!(asked(&[1, 2, slot]), Ok(1));
+    assert_eq!(asked(&vec![slot; 100_000]), Err(Reject::BadFetch));
+    assert_eq!(asked(&[slot, slot]), Err(Reject::BadFetch));
+    assert_eq!(asked(&[slot, 1]), Err(Reject::BadFetch));
+}
+
+/// One fetch is answered for at most 256 warrant counters (what a correct replica asks for at
+/// a time) and for its lowest `MAX_FETCHED_SLOTS` slots: a range of every counter, which was
+/// answered with everything the replica kept, is refused, and a slot listed after the first
+/// `MAX_FETCHED_SLOTS` is not answered.
+#[test]
+fn a_fetch_commits_is_answered_for_a_batch_of_warrants_and_its_lowest_slots() {
+    use group::core::{Reject, MAX_FETCHED_SLOTS};
+    let (replica, slot) = committed_after(MAX_FETCHED_SLOTS + 10);
+    // The slots of the COMMITs the answer carries, and how many messages it carries.
+    let asked = |warrants, slots: &[u64]| {
+        let answer = replica.on_fetch_commits(NodeId(102), warrants, slots);
+        answer.map(|actions| (fetched_slots(&actions), actions.len()))
+    };
+    // Everything it sent: its eight CHECKPOINTs, one per interval, and its COMMIT.
+    assert_eq!(asked(Some(1..=256), &[]), Ok((vec![slot], 9)));
+    assert_eq!(asked(Some(1..=257), &[]), Err(Reject::BadFetch));
+    assert_eq!(asked(Some(0..=u64::MAX), &[]), Err(Reject::BadFetch));
+
+    let lowest: Vec<u64> = (slot + 1 - MAX_FETCHED_SLOTS as u64..=slot).collect();
+    assert_eq!(asked(None, &lowest), Ok((vec![slot], 1)));
+    let more: Vec<u64> = (slot - MAX_FETCHED_SLOTS as u64..=slot).collect();
+    assert_eq!(asked(None, &more), Ok((vec![], 0)));
+}

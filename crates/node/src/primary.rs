@@ -308,7 +308,7 @@ fn handled(metrics: &Metrics, result: Result<Vec<Action>, Rejection>) -> Vec<Act
 
 /// Answers a replica's signed fetch with the PREPAREs it lost, at its configured address.
 fn on_fetch(
-    core: &PrimaryCore,
+    core: &mut PrimaryCore,
     cluster: &Cluster,
     peers: &Peers,
     metrics: &Metrics,
@@ -326,7 +326,7 @@ fn on_fetch(
     }
     let start = *fetch.counters.start();
     let end = (*fetch.counters.end()).min(start.saturating_add(MAX_FETCH - 1));
-    for proposal in core.on_fetch(start..=end) {
+    for proposal in core.on_fetch_from(fetch.replica, start..=end) {
         peers.to_node(fetch.replica, &proposal.into_message());
     }
 }

@@ -93,6 +93,9 @@ pub struct PrimaryCore {
     ordered_in: BTreeMap<ClientId, (u64, u64)>,
     /// PREPAREs re-broadcast since the last tick (at most once per tick each).
     rebroadcast: BTreeSet<u64>,
+    /// The counters sent to each replica's fetches since the last tick (at most once per tick
+    /// each: [`PrimaryCore::on_fetch_from`]).
+    fetched: BTreeSet<(NodeId, u64)>,
     checker: Checker,
     /// Valid VIEW-CHANGEs for views this candidate is the primary of, by view and sender: each
     /// sender's latest only, so a Byzantine replica's VIEW-CHANGEs for view after view take no
@@ -134,6 +137,7 @@ impl PrimaryCore {
             recent: BTreeMap::new(),
             ordered_in: BTreeMap::new(),
             rebroadcast: BTreeSet::new(),
+            fetched: BTreeSet::new(),
             checker: Checker::new(cluster.clone()),
             cluster,
             view_changes: BTreeMap::new(),
@@ -437,8 +441,9 @@ impl PrimaryCore {
         }
     }
 
-    /// A replica asks for PREPAREs or NEW-VIEWs it lost (a gap in the warrant counters it holds).
-    /// A reversed range (a Byzantine replica's) asks for nothing: `BTreeMap::range` would panic.
+    /// A replica asks for PREPAREs or NEW-VIEWs it lost (a gap in the warrant counters it holds):
+    /// those kept. A reversed range (a Byzantine replica's) asks for nothing: `BTreeMap::range`
+    /// would panic. A driver answers through [`PrimaryCore::on_fetch_from`].
     pub fn on_fetch(&self, counters: RangeInclusive<u64>) -> Vec<Proposal> {
         if counters.is_empty() {
             return Vec::new();
@@ -449,11 +454,35 @@ impl PrimaryCore {
             .collect()
     }
 
-    /// A timer tick: PREPAREs may be re-broadcast again, requests admission held back (a
-    /// client over its share) may be due for a batch now, and PREPAREs undecided for too long
-    /// stop holding back the next.
+    /// `replica`'s fetch ([`PrimaryCore::on_fetch`]), less the counters this candidate sent it
+    /// since the last tick. A fetch is a few bytes and its answer up to 256 PREPAREs, each
+    /// cloned and encoded: a Byzantine replica that sent its fetch over and over (or anyone
+    /// replaying a correct one's) had the primary's event loop copy PREPAREs as fast as it
+    /// could send. Now it gets each at most once per tick. A correct replica loses nothing: it
+    /// asks for a counter again only after `RETRY_TICKS` (4) ticks of its own without the
+    /// answer, and its next fetch starts after the last one's end.
+    pub fn on_fetch_from(
+        &mut self,
+        replica: NodeId,
+        counters: RangeInclusive<u64>,
+    ) -> Vec<Proposal> {
+        if counters.is_empty() {
+            return Vec::new();
+        }
+        let fetched = &mut self.fetched;
+        self.recent
+            .range(counters)
+            .filter(|(&counter, _)| fetched.insert((replica, counter)))
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+
+    /// A timer tick: PREPAREs may be re-broadcast and fetched again, requests admission held
+    /// back (a client over its share) may be due for a batch now, and PREPAREs undecided for
+    /// too long stop holding back the next.
     pub fn on_tick(&mut self) -> Vec<Action> {
         self.rebroadcast.clear();
+        self.fetched.clear();
         self.pending.tick();
         self.pacing.tick();
         self.next_batch()
@@ -465,6 +494,15 @@ impl PrimaryCore {
         };
         if timestamp != request.timestamp {
             return Err(Rejection::Duplicate);
+        }
+        // Only a PREPARE its group has not decided yet: a decided one needs no help from us
+        // (its group's replicas answer the client from their reply caches), and re-sending
+        // every client's last PREPARE to every replica, each tick, was what anyone replaying
+        // requests (a Byzantine replica sees them all) could make the primary do.
+        let quorum = self.cluster.config.f + 1;
+        let group = (request.partitions.first()).and_then(|&p| self.cluster.group_of(p));
+        if group.is_some_and(|g| self.pacing.decided_in(g, counter, quorum)) {
+            return Ok(Vec::new());
         }
         match self.recent.get(&counter) {
             Some(proposal) if self.rebroadcast.insert(counter) => {
@@ -859,8 +897,66 @@ mod tests {
         p.on_tick();
         assert_eq!(
             p.on_request(request(1, 1, &[0])),
-            Ok(vec![Action::Broadcast(prepare)])
+            Ok(vec![Action::Broadcast(prepare.clone())])
         );
+        // Once f+1 replicas of its group decided it, a retransmission is the group's to answer
+        // (from its reply caches): replaying requests no longer makes the primary re-send.
+        p.on_tick();
+        let counter = prepare.ui().counter;
+        for replica in [101, 102] {
+            let decided = proto::Decided {
+                view: View(0),
+                counter,
+            };
+            p.on_decided(NodeId(replica), decided).unwrap();
+        }
+        assert_eq!(p.on_request(request(1, 1, &[0])), Ok(vec![]));
+    }
+
+    /// The PREPAREs of `n` requests of one entry each (each a full batch: never held back), in
+    /// counter order from 1.
+    fn prepares_of(p: &mut PrimaryCore, n: u64) -> Vec<Proposal> {
+        let mut usig = usig(NodeId(0));
+        let mut sent = Vec::new();
+        for client in 1..=n {
+            let mut actions = p.on_request(request(client, 1, &[0])).unwrap();
+            while let Some(action) = actions.pop() {
+                match action {
+                    Action::Warrant { bytes } => {
+                        actions.extend(p.warranted(usig.create_ui(&bytes).unwrap()))
+                    }
+                    Action::Broadcast(proposal) => sent.push(proposal),
+                }
+            }
+        }
+        sent
+    }
+
+    /// A replica that sends its fetch again and again (or whoever replays a correct one's)
+    /// used to get up to 256 PREPAREs copied for each: now it gets each PREPARE at most once
+    /// per tick, whatever ranges it asks for, and other replicas are answered as before.
+    #[test]
+    fn a_replica_gets_each_fetched_prepare_at_most_once_per_tick() {
+        let mut p = primary(1);
+        let sent = prepares_of(&mut p, 3);
+        let counters: Vec<u64> = sent.iter().map(|p| p.ui().counter).collect();
+        assert_eq!(counters, [1, 2, 3]);
+        let (faulty, correct) = (NodeId(101), NodeId(102));
+        assert_eq!(p.on_fetch_from(faulty, 1..=2), sent[..2].to_vec());
+        let mut replayed = 0;
+        for _ in 0..1_000 {
+            replayed += p.on_fetch_from(faulty, 1..=2).len();
+        }
+        assert_eq!(replayed, 0, "nothing more this tick");
+        // An overlapping range gets what was not sent yet.
+        assert_eq!(p.on_fetch_from(faulty, 2..=3), sent[2..].to_vec());
+        assert_eq!(p.on_fetch_from(correct, 1..=3), sent);
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 3..=1;
+        assert!(p.on_fetch_from(correct, reversed).is_empty(), "no panic");
+        // The next tick, each may be fetched again.
+        p.on_tick();
+        assert_eq!(p.on_fetch_from(faulty, 1..=3), sent);
     }
 
     fn operated_primary(me: u32) -> (PrimaryCore, proto::config::ClusterConfig) {
