@@ -60,7 +60,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     pub warmup_secs: u64,
     /// Most requests per PREPARE; 1 turns batching off.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::launch::max_batch)]
     pub max_batch: usize,
     /// The primaries' `--pipeline`: most PREPAREs undecided at once (0: no limit).
     #[arg(long, default_value_t = crate::nodes::DEFAULT_PIPELINE)]

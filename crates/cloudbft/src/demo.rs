@@ -48,7 +48,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub full_scale: bool,
     /// Most requests per PREPARE (1 turns batching off).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::launch::max_batch)]
     pub max_batch: usize,
     #[command(flatten)]
     pub pages: crate::nodes::PageArgs,

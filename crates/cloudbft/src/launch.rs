@@ -21,6 +21,18 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a process may take to stop after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Parses `--max-batch`: 1 (no batching) up to the most entries a replica takes in one
+/// PREPARE ([`proto::limits::MAX_PREPARE_ENTRIES`]; it refuses the primary of a larger one).
+pub fn max_batch(value: &str) -> Result<usize, String> {
+    let max = proto::limits::MAX_PREPARE_ENTRIES;
+    match value.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--max-batch must be a whole number from 1 to {max} (replicas refuse larger PREPAREs)"
+        )),
+    }
+}
+
 /// What to start besides the configuration.
 #[derive(Clone, Debug)]
 pub struct LaunchOptions {
@@ -584,5 +596,19 @@ fn wait_port(name: &str, addr: SocketAddr, processes: &mut [Process]) -> Result<
             bail!("{name} did not listen on {addr} within {START_TIMEOUT:?}: see logs/{name}.log");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn max_batch_is_refused_outside_what_replicas_take() {
+        let max = proto::limits::MAX_PREPARE_ENTRIES;
+        assert_eq!(super::max_batch("1"), Ok(1));
+        assert_eq!(super::max_batch(&max.to_string()), Ok(max));
+        for bad in ["0", "-3", "many", &(max + 1).to_string()] {
+            let error = super::max_batch(bad).unwrap_err();
+            assert!(error.contains("--max-batch must be"), "{bad}: {error}");
+        }
     }
 }

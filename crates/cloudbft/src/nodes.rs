@@ -46,7 +46,7 @@ pub struct PrimaryArgs {
     #[arg(long)]
     pub usig_socket: Option<PathBuf>,
     /// Most requests per PREPARE; 1 turns batching off.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::launch::max_batch)]
     pub max_batch: usize,
     /// Most PREPAREs the groups have not decided yet; requests gather meanwhile, so batches
     /// grow with the load. 0 sends a PREPARE whenever the USIG is free.

@@ -58,7 +58,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, requires = "baseline")]
     pub servers: usize,
     /// Most requests per PREPARE; 1 turns batching off.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::launch::max_batch)]
     pub max_batch: usize,
     /// The primaries' `--pipeline`: most PREPAREs undecided at once (0: no limit).
     #[arg(long, default_value_t = crate::nodes::DEFAULT_PIPELINE)]

@@ -786,8 +786,12 @@ impl ReplicaCore {
         // NEW-VIEW of a later view (which we entered, or we would be changing view). Anything
         // else at a counter of our history (another view's PREPARE here, or a gap left by a
         // NEW-VIEW we did not enter) proves it faulty (docs/protocol.md, "No null slots").
+        // A PREPARE over the size limits is refused the same way: a correct primary never makes
+        // one, and the COMMITs and VIEW-CHANGEs that carry it could exceed a frame (docs/protocol.md,
+        // "Requests too large to carry").
         let slot = h.base_slot + (counter - h.base_counter);
-        if prepare.view != self.view || slot != h.next_slot {
+        let within = prepare.within_limits(&self.cluster);
+        if prepare.view != self.view || slot != h.next_slot || !within {
             self.refused_view = Some(self.view);
             self.refused_primaries += 1;
             return;

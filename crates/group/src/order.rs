@@ -144,7 +144,8 @@ impl OrderBook {
 
     /// Orders the entries of the next PREPARE (in primary counter order) and returns each
     /// ordered entry's group and execution. Entries every correct replica must refuse (bad
-    /// client signature, untruthful or unknown partitions, not newer than the client's last
+    /// client signature, over the size limits of [`proto::limits`], untruthful or unknown
+    /// partitions, not newer than the client's last
     /// ordered request) get no order, so a Byzantine primary cannot make anything execute twice
     /// or break partition isolation. `verified` names requests whose signature this replica
     /// has already checked (byte for byte the same request), which are not checked again: the
@@ -184,6 +185,7 @@ impl OrderBook {
             let request = &entry.request;
             let signed = seen || verdicts.next().unwrap_or(false);
             let valid = signed
+                && request.within_limits(self.partitions)
                 && request.declares_truthfully(rule)
                 && !request.partitions.is_empty()
                 && request.partitions.iter().all(|&p| p < self.partitions)
@@ -320,6 +322,9 @@ mod tests {
         forged.timestamp = 3;
         let lying = Request::signed(ClientId(2), 1, vec![0], vec![1], &client_key(ClientId(2)));
         let unknown_partition = request(3, 1, &[5]);
+        let operation = vec![0; proto::limits::MAX_OPERATION_BYTES + 1];
+        let too_large =
+            Request::signed(ClientId(5), 1, vec![0], operation, &client_key(ClientId(5)));
         let p = prepare(
             &cluster,
             vec![
@@ -328,6 +333,7 @@ mod tests {
                 forged,
                 lying,
                 unknown_partition,
+                too_large,
                 request(4, 1, &[1]),
             ],
         );

@@ -286,10 +286,13 @@ impl Checker {
         let primary_usig = cluster.usig_of(primary).ok_or(Invalid::Prepare)?;
         for p in &vc.body.prepares {
             let counter = p.ui.counter;
+            // Over the size limits: a correct replica refuses such a PREPARE's primary and
+            // never shows it (docs/protocol.md, "Requests too large to carry").
             if p.view != view
                 || p.primary != primary
                 || p.config_epoch != cluster.epoch()
                 || counter <= base_counter
+                || !p.within_limits(&cluster)
             {
                 return Err(Invalid::Prepare);
             }
@@ -995,6 +998,25 @@ mod tests {
         assert_eq!(refused, Some(Invalid::Prepare));
         let shown = member(&cluster, 202, 1, &all);
         assert!(Checker::new(cluster).view_change(&shown).is_ok());
+    }
+
+    /// A VIEW-CHANGE that shows a PREPARE over the size limits is refused: a correct replica
+    /// refuses such a PREPARE's primary and never shows it, and one shown could make the
+    /// NEW-VIEW that carries the VIEW-CHANGE too large for a frame.
+    #[test]
+    fn a_view_change_that_shows_a_prepare_over_the_size_limits_is_refused() {
+        let cluster = cluster();
+        let client = proto::ClientId(1);
+        let operation = vec![0; proto::limits::MAX_OPERATION_BYTES + 1];
+        let key = proto::testing::client_key(client);
+        let entries = vec![PrepareEntry {
+            group: GroupId(0),
+            request: proto::Request::signed(client, 1, vec![0], operation, &key),
+        }];
+        let epoch = proto::ConfigEpoch(1);
+        let big = warranted_prepare(&mut usig(NodeId(0)), View(0), epoch, NodeId(0), entries);
+        let refused = Checker::new(cluster.clone()).view_change(&member(&cluster, 101, 0, &[big]));
+        assert_eq!(refused.err(), Some(Invalid::Prepare));
     }
 
     #[test]

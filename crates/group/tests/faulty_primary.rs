@@ -2,7 +2,8 @@
 //! faulty. A replica takes none of its PREPAREs from there on and asks for the next view, so
 //! that its history has no null slot and its VIEW-CHANGE shows every slot after its checkpoint,
 //! which is what lets a checker refuse a VIEW-CHANGE with a gap (docs/protocol.md, "No null
-//! slots").
+//! slots"). A PREPARE over the size limits is refused the same way ("Requests too large to
+//! carry").
 
 mod common;
 
@@ -44,4 +45,26 @@ fn a_primary_that_spends_a_counter_on_another_view_is_refused_from_there_on() {
     assert_eq!(vc.body.prepares, vec![first]);
     let shown = Checker::new(cluster).view_change(vc).unwrap();
     assert_eq!(shown.slots.len(), 1);
+}
+
+/// A PREPARE whose request is over the size limit: no COMMIT (it would carry the PREPARE, and
+/// could exceed a frame), the next view asked for, and the VIEW-CHANGE shows only what came
+/// before it.
+#[test]
+fn a_primary_that_orders_a_request_over_the_size_limit_is_refused() {
+    let Group {
+        cluster,
+        mut primary,
+        mut replica,
+        ..
+    } = Group::new();
+    let first = primary.prepare();
+    assert_eq!(replica.prepare(&first).commits.len(), 1);
+    let oversized = replica.prepare(&primary.oversized());
+    assert_eq!(oversized.asked, vec![View(1)]);
+    assert!(oversized.commits.is_empty());
+    let left = replica.asked_by(102, View(1));
+    let vc = &left.view_changes[0];
+    assert_eq!(vc.body.prepares, vec![first]);
+    assert!(Checker::new(cluster).view_change(vc).is_ok());
 }

@@ -291,6 +291,7 @@ fn handled(metrics: &Metrics, result: Result<Vec<Action>, Rejection>) -> Vec<Act
             Rejection::UnknownClient => "unknown_client",
             Rejection::BadSignature => "bad_client_signature",
             Rejection::BadPartitions => "bad_partitions",
+            Rejection::TooLarge => "request_too_large",
             Rejection::Duplicate => "duplicate_request",
             // Clients send every request to every candidate: a standby one drops it,
             // and that is no sign of a faulty peer.

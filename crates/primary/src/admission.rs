@@ -26,6 +26,7 @@
 //!   retransmits, and replicas forward requests they see unordered, so a refusal delays and
 //!   never loses an honest client's request.
 
+use proto::limits::{request_bytes, MAX_PREPARE_REQUEST_BYTES};
 use proto::{ClientId, PrepareEntry};
 use std::collections::{HashMap, VecDeque};
 
@@ -118,7 +119,9 @@ impl Admission {
     }
 
     /// The next batch: the first `max` clients in line that are within their share, one request
-    /// each, in line order. Clients over their share go to the back of the line and keep
+    /// each, in line order, as long as their requests stay within
+    /// [`MAX_PREPARE_REQUEST_BYTES`] (the first always fits: replicas refuse a PREPARE over
+    /// it, see [`proto::limits`]). Clients over their share go to the back of the line and keep
     /// waiting; the batch may then be empty although requests wait.
     pub fn take(&mut self, max: usize) -> Vec<PrepareEntry> {
         let counts: HashMap<ClientId, u64> = self
@@ -141,6 +144,7 @@ impl Admission {
         };
         let mut batch = Vec::new();
         let mut held = Vec::new();
+        let mut batch_bytes = 0;
         while batch.len() < max {
             let Some(client) = self.line.pop_front() else {
                 break;
@@ -149,7 +153,17 @@ impl Admission {
                 held.push(client);
                 continue;
             }
+            let next = self
+                .waiting
+                .get(&client)
+                .map_or(0, |e| request_bytes(&e.request));
+            if !batch.is_empty() && batch_bytes + next > MAX_PREPARE_REQUEST_BYTES {
+                // It keeps its place for the next batch.
+                self.line.push_front(client);
+                break;
+            }
             if let Some(entry) = self.waiting.remove(&client) {
+                batch_bytes += next;
                 self.bytes -= size(&entry);
                 self.ordered.entry(client).or_default()[1] += 1;
                 batch.push(entry);
@@ -222,6 +236,31 @@ mod tests {
             .iter()
             .map(|e| (e.request.client.0, e.request.timestamp))
             .collect()
+    }
+
+    /// A batch stops before its operations pass the PREPARE limit every replica applies; the
+    /// first request always goes, and the one that did not fit keeps its place.
+    #[test]
+    fn a_batch_stops_at_the_prepare_byte_limit() {
+        use proto::limits::MAX_OPERATION_BYTES;
+        let mut queue = Admission::default();
+        let big = |client| {
+            let mut e = entry(client, 1);
+            e.request.operation = vec![0; MAX_OPERATION_BYTES];
+            e
+        };
+        let per_batch = MAX_PREPARE_REQUEST_BYTES / request_bytes(&big(1).request);
+        for client in 1..=per_batch as u64 + 2 {
+            queue.push(big(client)).unwrap();
+        }
+        let first = queue.take(64);
+        assert_eq!(first.len(), per_batch);
+        let second = queue.take(64);
+        assert_eq!(
+            clients(&second),
+            vec![(per_batch as u64 + 1, 1), (per_batch as u64 + 2, 1)]
+        );
+        assert_eq!(queue.bytes(), 0);
     }
 
     /// A client sending 100 requests while three others send one each gets one slot per batch,
@@ -396,6 +435,22 @@ mod tests {
             core.on_request(request(7, 10, &[1])),
             Err(Rejection::Duplicate)
         );
+    }
+
+    /// A request every replica would give no order, for its size, is not admitted.
+    #[test]
+    fn a_request_over_the_size_limit_is_refused() {
+        use proto::limits::MAX_OPERATION_BYTES;
+        use proto::testing::client_key;
+        let mut core = primary();
+        let sized = |client: u64, bytes: usize| {
+            let client = proto::ClientId(client);
+            let key = client_key(client);
+            proto::Request::signed(client, 1, vec![0], vec![0; bytes], &key)
+        };
+        let big = sized(1, MAX_OPERATION_BYTES + 1);
+        assert_eq!(core.on_request(big), Err(Rejection::TooLarge));
+        assert!(core.on_request(sized(2, MAX_OPERATION_BYTES)).is_ok());
     }
 
     /// A request admission holds back is ordered by a later tick, without any new request

@@ -41,6 +41,9 @@ pub enum Rejection {
     BadSignature,
     /// The declared partitions are not the operation's, or name no partition of the cluster.
     BadPartitions,
+    /// Over the size limits every replica applies ([`proto::Request::within_limits`]): it
+    /// would get no order.
+    TooLarge,
     /// Not newer than the client's last admitted request (a retransmission or a replay).
     Duplicate,
     /// This candidate is not the primary of its view (yet).
@@ -128,7 +131,7 @@ impl PrimaryCore {
             rule,
             me,
             view,
-            max_batch: max_batch.max(1),
+            max_batch: max_batch.clamp(1, proto::limits::MAX_PREPARE_ENTRIES),
             pending: Admission::default(),
             joins: BTreeMap::new(),
             joined: BTreeMap::new(),
@@ -528,6 +531,9 @@ impl PrimaryCore {
         }
         if !signed {
             return Err(Rejection::BadSignature);
+        }
+        if !request.within_limits(self.cluster.config.partitions) {
+            return Err(Rejection::TooLarge);
         }
         if !request.declares_truthfully(self.rule.as_ref())
             || !request.partitions.windows(2).all(|w| w[0] < w[1])

@@ -8,6 +8,7 @@ pub mod config;
 pub mod crypto;
 pub mod ids;
 pub mod keys;
+pub mod limits;
 pub mod message;
 pub mod reconfig;
 pub mod recovery;

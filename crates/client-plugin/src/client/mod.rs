@@ -132,6 +132,12 @@ pub enum ClientError {
          add [[client]] entries at this address for more concurrent requests"
     )]
     Busy { waited: Duration, identities: usize },
+    /// The operation is larger than any replica orders ([`proto::limits::MAX_OPERATION_BYTES`]).
+    #[error(
+        "the operation is {len} bytes, more than the {max} bytes a replica orders: split it \
+         into smaller operations"
+    )]
+    OperationTooLarge { len: usize, max: usize },
     /// The encoded request exceeds what the transport (and every node) accepts.
     #[error("the request is {len} bytes encoded, more than the transport's max_frame of {max}")]
     TooLarge { len: usize, max: usize },
@@ -273,6 +279,11 @@ impl ClientEndpoint {
         partitions: Vec<PartitionId>,
         operation: Vec<u8>,
     ) -> Result<Accepted, ClientError> {
+        let max = proto::limits::MAX_OPERATION_BYTES;
+        if operation.len() > max {
+            let len = operation.len();
+            return Err(ClientError::OperationTooLarge { len, max });
+        }
         let inner = &*self.inner;
         let shared = &*inner.shared;
         let recorder = &shared.recorder;

@@ -366,7 +366,7 @@ fn failure(error: &ClientError) -> Response {
             "The gateway is shutting down",
             "Try again in a moment.",
         ),
-        ClientError::TooLarge { .. } => (
+        ClientError::TooLarge { .. } | ClientError::OperationTooLarge { .. } => (
             StatusCode::PAYLOAD_TOO_LARGE,
             "The request is too large",
             "Send less data.",

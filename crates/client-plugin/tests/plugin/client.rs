@@ -437,3 +437,23 @@ async fn open_names_what_is_missing() {
         "{error}"
     );
 }
+
+/// An operation larger than any replica orders is refused at once, with what to do, and never
+/// sent (a replica would give it no order, and the caller would wait for its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_over_the_size_limit_is_refused_before_it_is_sent() {
+    let mut h = Harness::new("bank", 1).await;
+    let endpoint = h.open(ClientOptions::default()).await;
+    let max = proto::limits::MAX_OPERATION_BYTES;
+    let error = finish(invoke(&endpoint, &vec![1; max + 1]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ClientError::OperationTooLarge { len, .. } if len == max + 1),
+        "{error}"
+    );
+    assert!(error.to_string().contains("split it"), "{error}");
+    // A request within the limit still goes out.
+    let _task = invoke(&endpoint, b"op");
+    assert_eq!(h.request_at(PRIMARY).await.operation, b"op".to_vec());
+}

@@ -73,6 +73,21 @@ impl Primary {
         self.warrant(View(7), Vec::new())
     }
 
+    /// The next PREPARE of view 0, with one request whose operation is over the size limit
+    /// every replica applies (`proto::limits`).
+    pub fn oversized(&mut self) -> Prepare {
+        self.timestamp += 1;
+        let client = proto::ClientId(1);
+        let operation = vec![0; proto::limits::MAX_OPERATION_BYTES + 1];
+        let key = proto::testing::client_key(client);
+        let request = proto::Request::signed(client, self.timestamp, vec![0], operation, &key);
+        let entries = vec![PrepareEntry {
+            group: GroupId(0),
+            request,
+        }];
+        self.warrant(View(0), entries)
+    }
+
     fn warrant(&mut self, view: View, entries: Vec<PrepareEntry>) -> Prepare {
         warranted_prepare(&mut self.usig, view, self.epoch, NodeId(0), entries)
     }
