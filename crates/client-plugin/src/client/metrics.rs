@@ -27,6 +27,9 @@ pub enum RejectReason {
     WrongTimestamp,
     /// The replica named is not a member of the group named.
     NotMember,
+    /// The group named does not serve the request in the epoch named (it does not serve the
+    /// request's first partition there), so none of its members ordered or answered it.
+    NotServing,
     /// A REPLY that did not come on the authenticated link of the replica it names: on a plain
     /// connection, or on another node's link (docs/protocol.md, "REPLYs on authenticated
     /// links").
@@ -42,12 +45,13 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in the order of [`ClientStats::rejected`]'s fields.
-    const ALL: [RejectReason; 9] = [
+    const ALL: [RejectReason; 10] = [
         RejectReason::Malformed,
         RejectReason::UnexpectedMessage,
         RejectReason::UnknownClient,
         RejectReason::WrongTimestamp,
         RejectReason::NotMember,
+        RejectReason::NotServing,
         RejectReason::Unauthenticated,
         RejectReason::Overflow,
         RejectReason::UnknownEpoch,
@@ -62,6 +66,7 @@ impl RejectReason {
             RejectReason::UnknownClient => "unknown_client",
             RejectReason::WrongTimestamp => "wrong_timestamp",
             RejectReason::NotMember => "not_member",
+            RejectReason::NotServing => "not_serving",
             RejectReason::Unauthenticated => "unauthenticated",
             RejectReason::Overflow => "overflow",
             RejectReason::UnknownEpoch => "unknown_epoch",
@@ -88,6 +93,8 @@ pub struct Rejected {
     pub wrong_timestamp: u64,
     /// [`RejectReason::NotMember`].
     pub not_member: u64,
+    /// [`RejectReason::NotServing`].
+    pub not_serving: u64,
     /// [`RejectReason::Unauthenticated`].
     pub unauthenticated: u64,
     /// [`RejectReason::Overflow`].
@@ -106,6 +113,7 @@ impl Rejected {
             + self.unknown_client
             + self.wrong_timestamp
             + self.not_member
+            + self.not_serving
             + self.unauthenticated
             + self.overflow
             + self.unknown_epoch
@@ -340,6 +348,7 @@ impl Recorder {
                 unknown_client: rejected(RejectReason::UnknownClient),
                 wrong_timestamp: rejected(RejectReason::WrongTimestamp),
                 not_member: rejected(RejectReason::NotMember),
+                not_serving: rejected(RejectReason::NotServing),
                 unauthenticated: rejected(RejectReason::Unauthenticated),
                 overflow: rejected(RejectReason::Overflow),
                 unknown_epoch: rejected(RejectReason::UnknownEpoch),

@@ -309,6 +309,12 @@ impl ClientEndpoint {
             return Err(ClientError::Closed);
         }
         let client = lease.client();
+        let mut tally = Tally::new(
+            client,
+            timestamp,
+            partitions.first().copied(),
+            shared.configs.current().config.f,
+        );
         let unsigned = Request::unsigned(client, timestamp, partitions, operation);
         // The signer sends it, with the requests signed together.
         let request = match shared.signer.sign(unsigned, lease.key()).await {
@@ -321,7 +327,6 @@ impl ClientEndpoint {
         let mut request = Some(request);
         let mut frame = Vec::new();
 
-        let mut tally = Tally::new(client, timestamp, shared.configs.current().config.f);
         let mut wait = options.retransmit;
         let mut retransmissions = 0u32;
         let timer = tokio::time::sleep_until(deadline.min(Instant::now() + wait));

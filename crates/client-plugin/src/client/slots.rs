@@ -101,7 +101,9 @@ enum State {
     /// A request is waiting for its replies.
     Waiting(mpsc::Sender<Reply>),
     /// The request was accepted; further replies are checked against the final vote, so that a
-    /// replica that disagrees after the quorum formed is still counted.
+    /// replica that disagrees after the quorum formed is still counted. It holds the accepted
+    /// page's digest alone and takes nothing from later replies, so an identity left idle keeps
+    /// a few dozen bytes here however much was sent to it.
     Done(Tally),
 }
 

@@ -272,8 +272,44 @@ async fn one_reply_from_each_of_two_groups_is_not_a_quorum() {
     h.reply(102, 0, &request, PAGE);
     let accepted = finish(task).await.unwrap();
     assert_eq!(accepted.group, GroupId(0));
-    // 201's vote was for the same bytes from another group.
-    assert_eq!(endpoint.stats().disagreeing_replies, 1);
+    // 201's group does not serve partition 0, so its reply was refused, not outvoted.
+    let stats = endpoint.stats();
+    assert_eq!(
+        (stats.rejected.not_serving, stats.disagreeing_replies),
+        (1, 0)
+    );
+    endpoint.shutdown().await;
+}
+
+/// f+1 members of a group that does not serve the request's partition cannot answer it (no
+/// correct one would: only the serving group orders it), and their replies are counted as
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_that_does_not_serve_the_request_cannot_answer_it() {
+    let mut h = Harness::new("bank", 1).await;
+    let endpoint = h.open(ClientOptions::default()).await;
+    let task = invoke(&endpoint, b"op");
+    let request = h.request_at(PRIMARY).await;
+
+    h.reply(201, 1, &request, b"<p>balance: 1000000.00</p>");
+    h.reply(202, 1, &request, b"<p>balance: 1000000.00</p>");
+    wait_until(&endpoint, "group 1's replies are refused", |s| {
+        s.rejected.not_serving == 2
+    })
+    .await;
+    assert!(
+        !task.is_finished(),
+        "accepted a page of a group not serving"
+    );
+
+    h.reply(101, 0, &request, PAGE);
+    h.reply(102, 0, &request, PAGE);
+    let accepted = finish(task).await.unwrap();
+    assert_eq!(
+        (accepted.group, accepted.page.as_slice()),
+        (GroupId(0), PAGE)
+    );
+    assert_eq!(endpoint.stats().rejected.total(), 2);
     endpoint.shutdown().await;
 }
 
