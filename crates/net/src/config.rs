@@ -5,7 +5,8 @@ use std::time::Duration;
 /// How a [`Transport`](crate::Transport) bounds memory and paces reconnections.
 ///
 /// Every limit is per connection or per destination so that one slow, dead or hostile peer cannot
-/// exhaust memory or stall traffic to the others.
+/// exhaust memory or stall traffic to the others, except the cap on plain inbound connections,
+/// which bounds what all unauthenticated openers together can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportConfig {
     /// Largest frame payload accepted or sent, in bytes. Inbound connections announcing more are
@@ -26,9 +27,24 @@ pub struct TransportConfig {
     /// Cap on the reconnection delay, so a peer that comes back is reached again soon.
     pub connect_backoff_max: Duration,
     /// Upper bound on one connection attempt (a peer whose host is gone may never answer a SYN),
-    /// and on each side's wait for the other during an authenticated link's handshake (a peer
-    /// that connects and then says nothing must not hold a connection forever).
+    /// on the wait for an inbound connection's first frame (a link hello, or a plain
+    /// connection's first frame) from its accept, and on each side's wait for the other during
+    /// an authenticated link's handshake: a peer that connects and then says nothing, or sends
+    /// part of a frame, must not hold a connection forever. Correct openers write their first
+    /// frame as soon as they are connected, so only a first frame that takes longer than this
+    /// to transfer (by default, 16 MiB over a path slower than about 27 Mbit/s) is cut off.
     pub connect_timeout: Duration,
+    /// Inbound connections that are not authenticated links (plain connections, and those
+    /// whose first frame or link handshake is still to come) open at once. Beyond it a new
+    /// connection is closed as soon as it is accepted and counted
+    /// ([`Stats::connections_refused`](crate::Stats::connections_refused)), so that whoever
+    /// reaches the port cannot take every file descriptor of the process. A connection stops
+    /// counting once its link hello is accepted: links are bounded by the configured nodes
+    /// instead, one per opener ([`Stats::links_replaced`](crate::Stats::links_replaced)). Each
+    /// client endpoint, gateway or operator holds one plain connection to each node it sends
+    /// to; keep the process's file descriptor limit above this plus its links and outbound
+    /// connections.
+    pub max_plain_connections: usize,
     /// How long data written to a connection may stay unacknowledged before the connection is
     /// given up and re-opened (`TCP_USER_TIMEOUT`). Without it a connection across a network
     /// partition stays open while TCP backs off its retransmissions exponentially (minutes
@@ -49,6 +65,7 @@ impl Default for TransportConfig {
             connect_backoff_max: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
             stall_timeout: Duration::from_secs(5),
+            max_plain_connections: 1024,
         }
     }
 }
@@ -75,6 +92,10 @@ pub enum ConfigError {
     /// `u32::MAX` milliseconds is not expressible.
     #[error("stall_timeout must be between 1 ms and u32::MAX ms")]
     StallTimeout,
+    /// Every inbound connection counts against the cap until its link hello is accepted, so
+    /// with zero no connection, plain or link, could ever be accepted.
+    #[error("max_plain_connections must be at least 1 (every inbound connection counts against it until its link hello is accepted)")]
+    NoPlainConnections,
 }
 
 impl TransportConfig {
@@ -106,6 +127,9 @@ impl TransportConfig {
         let stall_ms = self.stall_timeout.as_millis();
         if stall_ms == 0 || u32::try_from(stall_ms).is_err() {
             return Err(ConfigError::StallTimeout);
+        }
+        if self.max_plain_connections == 0 {
+            return Err(ConfigError::NoPlainConnections);
         }
         Ok(())
     }
@@ -147,6 +171,9 @@ mod tests {
             bad(|c| c.stall_timeout = Duration::from_micros(10)),
             ConfigError::StallTimeout
         );
+        let refused = bad(|c| c.max_plain_connections = 0);
+        assert_eq!(refused, ConfigError::NoPlainConnections);
+        assert!(refused.to_string().starts_with("max_plain_connections "));
         #[cfg(target_pointer_width = "64")]
         assert!(matches!(
             bad(|c| c.max_frame = u32::MAX as usize + 1),

@@ -6,18 +6,27 @@
 //! connection alone and is counted. A connection whose first frame is a link hello is
 //! authenticated first ([`crate::link`]): its frames are delivered only if their tags check,
 //! with the opener's identity; any failure closes it and counts `link_refused`.
+//!
+//! Whoever reaches the port can open connections, so what they hold is bounded: the first frame
+//! must arrive whole within `connect_timeout` of the accept, at most `max_plain_connections`
+//! connections that are not authenticated links are open at once (beyond it a new one is closed
+//! at once), and each opener holds one link (a newer one closes the older). Links are bounded by
+//! the configured nodes, whose handshake signatures the node's [`LinkKeys`] checks.
 
 use crate::frame::{self, FrameError};
 use crate::link::{self, LinkError, LinkKeys, Unsealer};
 use crate::stats::{add, Counters};
 use crate::task::Lifetime;
-use crate::Inbound;
+use crate::{Inbound, InboundConnections};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 /// Read buffer per connection: many small protocol messages are read per system call, while
 /// payloads larger than this bypass it.
@@ -25,6 +34,10 @@ const READ_BUFFER: usize = 16 * 1024;
 
 /// Pause after a failed `accept` (typically out of file descriptors) so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// While connections are refused at the cap, a warning at most this often (each refusal is
+/// counted): a flood must not fill the log too.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What every read loop needs.
 #[derive(Debug, Clone)]
@@ -34,13 +47,131 @@ pub(crate) struct InboundCtx {
     pub max_frame: usize,
     /// This node's link keys; without them every hello is refused.
     pub keys: Option<Arc<dyn LinkKeys>>,
-    /// How long an opener may take to complete its handshake once it sent its hello.
-    pub handshake_timeout: Duration,
+    /// How long an opener may take to send its first frame once accepted, and to complete its
+    /// handshake once it sent its hello.
+    pub connect_timeout: Duration,
+    /// The transport's count of open connections, where each read loop takes its place.
+    pub connections: Arc<Connections>,
+}
+
+/// The inbound connections open now: counted for the cap on plain ones and for metrics, and
+/// each opener's link, so that a newer one closes the older.
+#[derive(Debug)]
+pub(crate) struct Connections {
+    /// [`TransportConfig::max_plain_connections`](crate::TransportConfig::max_plain_connections).
+    max_plain: usize,
+    open: AtomicUsize,
+    /// Open connections that are not authenticated links (yet).
+    plain: AtomicUsize,
+    links: Mutex<Links>,
+}
+
+/// The link each opener holds.
+#[derive(Debug, Default)]
+struct Links {
+    /// Tells a link from the newer one of the same opener.
+    next_id: u64,
+    /// The id of each opener's link, and the sender its read loop watches: never sent on,
+    /// dropping it tells the read loop that a newer link replaced it.
+    by_opener: HashMap<u64, (u64, oneshot::Sender<()>)>,
+}
+
+impl Connections {
+    pub(crate) fn new(max_plain: usize) -> Self {
+        Connections {
+            max_plain,
+            open: AtomicUsize::new(0),
+            plain: AtomicUsize::new(0),
+            links: Mutex::default(),
+        }
+    }
+
+    /// How many are open now.
+    pub(crate) fn now(&self) -> InboundConnections {
+        InboundConnections {
+            open: self.open.load(Ordering::Relaxed),
+            plain: self.plain.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts a newly accepted connection as open and plain, unless `max_plain` plain ones are
+    /// open already.
+    fn admit(self: &Arc<Self>) -> Option<Admitted> {
+        self.plain
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |plain| {
+                (plain < self.max_plain).then_some(plain + 1)
+            })
+            .ok()?;
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Some(Admitted {
+            connections: Arc::clone(self),
+            plain: true,
+            link: None,
+        })
+    }
+}
+
+/// One admitted connection's place in [`Connections`], given back when the read loop ends.
+struct Admitted {
+    connections: Arc<Connections>,
+    /// Still counted against the cap.
+    plain: bool,
+    /// Once authenticated: the opener and this link's id in [`Links`].
+    link: Option<(u64, u64)>,
+}
+
+impl Admitted {
+    /// The connection became `opener`'s link: it no longer counts against the cap, and it
+    /// replaces the opener's older link, if any. The receiver completes when a newer link of
+    /// the same opener replaces this one.
+    fn authenticated(&mut self, opener: u64) -> oneshot::Receiver<()> {
+        if std::mem::take(&mut self.plain) {
+            self.connections.plain.fetch_sub(1, Ordering::Relaxed);
+        }
+        let (replace, replaced) = oneshot::channel();
+        let mut links = self
+            .connections
+            .links
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        links.next_id += 1;
+        let id = links.next_id;
+        // Dropping the older link's sender wakes its read loop, which closes it.
+        links.by_opener.insert(opener, (id, replace));
+        self.link = Some((opener, id));
+        replaced
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let connections = &self.connections;
+        connections.open.fetch_sub(1, Ordering::Relaxed);
+        if self.plain {
+            connections.plain.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some((opener, id)) = self.link {
+            let mut links = connections
+                .links
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // Unless a newer link of the opener took the entry already.
+            if links
+                .by_opener
+                .get(&opener)
+                .is_some_and(|(held, _)| *held == id)
+            {
+                links.by_opener.remove(&opener);
+            }
+        }
+    }
 }
 
 /// Accepts connections until shutdown, or until the inbound receiver is dropped (nobody would
 /// read what arrives).
 pub(crate) async fn accept_loop(listener: TcpListener, ctx: InboundCtx, mut lifetime: Lifetime) {
+    let mut refusals_unreported = 0u64;
+    let mut last_warning: Option<Instant> = None;
     loop {
         let accepted = tokio::select! {
             _ = lifetime.stopped() => return,
@@ -60,12 +191,31 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: InboundCtx, mut life
                 }
             }
         };
+        let deadline = Instant::now() + ctx.connect_timeout;
+        let Some(admitted) = ctx.connections.admit() else {
+            // Counted first, so whoever sees it closed sees it counted. Closed at once rather
+            // than left in the backlog, where it would keep its opener waiting.
+            add(&ctx.counters.connections_refused, 1);
+            drop(stream);
+            refusals_unreported += 1;
+            if last_warning.is_none_or(|at| at.elapsed() >= REFUSAL_WARNING_INTERVAL) {
+                tracing::warn!(
+                    %from,
+                    refused = refusals_unreported,
+                    max_plain_connections = ctx.connections.max_plain,
+                    "closing new inbound connections: too many connections that are not authenticated links are open (raise max_plain_connections if these are legitimate clients)"
+                );
+                refusals_unreported = 0;
+                last_warning = Some(Instant::now());
+            }
+            continue;
+        };
         add(&ctx.counters.accepted, 1);
         tracing::debug!(%from, "inbound connection");
         let ctx = ctx.clone();
         lifetime
             .clone()
-            .spawn(move |lifetime| read_loop(stream, from, ctx, lifetime));
+            .spawn(move |lifetime| read_loop(stream, from, admitted, deadline, ctx, lifetime));
     }
 }
 
@@ -73,17 +223,35 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: InboundCtx, mut life
 struct Link {
     opener: u64,
     unsealer: Unsealer,
+    /// Completes when a newer link of the same opener replaced this one.
+    replaced: oneshot::Receiver<()>,
 }
 
-/// Reads frames from one connection until it ends, turns bad, shutdown, or the receiver goes.
-async fn read_loop(stream: TcpStream, from: SocketAddr, ctx: InboundCtx, mut lifetime: Lifetime) {
+/// Reads frames from one connection until it ends, turns bad, shutdown, or the receiver goes;
+/// its first frame must have arrived by `deadline`.
+async fn read_loop(
+    stream: TcpStream,
+    from: SocketAddr,
+    mut admitted: Admitted,
+    deadline: Instant,
+    ctx: InboundCtx,
+    mut lifetime: Lifetime,
+) {
     let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
     // The first frame tells a link hello from a plain connection's first frame; a hello may be
     // longer than a (tiny) max_frame, so the limit is checked after telling them apart.
     let first_max = ctx.max_frame.max(link::HELLO_LEN);
     let first = tokio::select! {
         _ = lifetime.stopped() => return,
-        read = frame::read_frame(&mut reader, first_max) => read,
+        read = tokio::time::timeout_at(deadline, frame::read_frame(&mut reader, first_max)) => read,
+    };
+    let Ok(first) = first else {
+        // Counted, not warned about: anyone can cause it, and a correct opener sends its first
+        // frame at once (a slow path that cannot carry it in time needs a longer
+        // connect_timeout).
+        add(&ctx.counters.first_frame_timeouts, 1);
+        tracing::debug!(%from, timeout = ?ctx.connect_timeout, "closing inbound connection: no complete first frame within connect_timeout");
+        return;
     };
     let Some(first) = frame_or_close(first, from, &ctx) else {
         return;
@@ -98,7 +266,12 @@ async fn read_loop(stream: TcpStream, from: SocketAddr, ctx: InboundCtx, mut lif
             Ok((opener, unsealer)) => {
                 add(&ctx.counters.links, 1);
                 tracing::debug!(%from, opener, "authenticated link established");
-                link = Some(Link { opener, unsealer });
+                let replaced = admitted.authenticated(opener);
+                link = Some(Link {
+                    opener,
+                    unsealer,
+                    replaced,
+                });
             }
             Err(error) => {
                 add(&ctx.counters.link_refused, 1);
@@ -118,8 +291,15 @@ async fn read_loop(stream: TcpStream, from: SocketAddr, ctx: InboundCtx, mut lif
         None => ctx.max_frame,
     };
     loop {
+        // Biased: a link already replaced delivers nothing more.
         let read = tokio::select! {
+            biased;
             _ = lifetime.stopped() => return,
+            opener = replaced(&mut link) => {
+                add(&ctx.counters.links_replaced, 1);
+                tracing::debug!(%from, opener, "closing authenticated connection: the same node opened a newer link");
+                return;
+            }
             read = frame::read_frame(&mut reader, max) => read,
         };
         let Some(frame) = frame_or_close(read, from, &ctx) else {
@@ -142,14 +322,27 @@ async fn read_loop(stream: TcpStream, from: SocketAddr, ctx: InboundCtx, mut lif
     }
 }
 
-/// The acceptor's side of the handshake, bounded by the handshake timeout.
+/// Completes, with the opener, once a newer link of the same opener replaced `link`; never on a
+/// plain connection.
+async fn replaced(link: &mut Option<Link>) -> u64 {
+    match link {
+        Some(link) => {
+            // Never sent on: the sender is dropped when the newer link takes its place.
+            let _ = (&mut link.replaced).await;
+            link.opener
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The acceptor's side of the handshake, bounded by `connect_timeout` from the hello.
 async fn accept(
     reader: &mut BufReader<TcpStream>,
     hello: &[u8],
     ctx: &InboundCtx,
 ) -> Result<(u64, Unsealer), LinkError> {
     let handshake = link::accept_link(reader, hello, ctx.keys.as_deref());
-    tokio::time::timeout(ctx.handshake_timeout, handshake)
+    tokio::time::timeout(ctx.connect_timeout, handshake)
         .await
         .map_err(|_| LinkError::Timeout)?
 }

@@ -20,7 +20,11 @@
 //!   again within the backoff once the partition heals, not at TCP's next retransmission.
 //! - Inbound connections are read-only: each read loop accepts frames up to
 //!   [`TransportConfig::max_frame`] and closes its connection on an oversized length prefix or a
-//!   truncated frame, counting it, without ever allocating more than the limit.
+//!   truncated frame, counting it, without ever allocating more than the limit. Whoever reaches
+//!   the port holds little: a connection whose first frame has not arrived whole within
+//!   [`TransportConfig::connect_timeout`] is closed, at most
+//!   [`TransportConfig::max_plain_connections`] connections that are not authenticated links are
+//!   open at once, and a node's newer link closes its older one.
 //! - Frames use the format of [`wire::frame`] (4-byte big-endian length, then the payload), with
 //!   async equivalents in [`frame`].
 //!
@@ -94,6 +98,8 @@ struct Shared {
     inbound: mpsc::WeakSender<Inbound>,
     /// This node's link keys, if it authenticates connections.
     keys: Option<Arc<dyn LinkKeys>>,
+    /// The inbound connections open, shared with the accept and read loops.
+    connections: Arc<inbound::Connections>,
 }
 
 /// How full the transport's bounded queues are right now (for metrics): every queue between
@@ -108,6 +114,16 @@ pub struct QueueDepths {
     /// Inbound frames read but not yet taken by the consumer (at `inbound_queue` the read loops
     /// wait and TCP pushes back on the senders).
     pub inbound: usize,
+}
+
+/// The inbound connections open right now (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundConnections {
+    /// Every inbound connection open: plain ones and authenticated links.
+    pub open: usize,
+    /// Those that are not authenticated links (yet): compare with `max_plain_connections`, at
+    /// which new connections are refused.
+    pub plain: usize,
 }
 
 impl Shared {
@@ -189,6 +205,7 @@ impl Transport {
             peers: Mutex::default(),
             shutdown,
             inbound: deliver.downgrade(),
+            connections: Arc::new(inbound::Connections::new(config.max_plain_connections)),
             config,
             keys,
         });
@@ -197,7 +214,8 @@ impl Transport {
             counters: Arc::clone(&shared.counters),
             max_frame: shared.config.max_frame,
             keys: shared.keys.clone(),
-            handshake_timeout: shared.config.connect_timeout,
+            connect_timeout: shared.config.connect_timeout,
+            connections: Arc::clone(&shared.connections),
         };
         shared
             .lifetime()
@@ -303,6 +321,11 @@ impl Transport {
             depths.inbound = inbound.max_capacity() - inbound.capacity();
         }
         depths
+    }
+
+    /// How many inbound connections are open now.
+    pub fn inbound_connections(&self) -> InboundConnections {
+        self.shared.connections.now()
     }
 
     /// A snapshot of the counters.

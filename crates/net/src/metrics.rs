@@ -80,10 +80,20 @@ pub struct TransportMetrics {
     frames_sent: Gauge<u64, AtomicU64>,
     frames_received: Gauge<u64, AtomicU64>,
     dropped: Gauge<u64, AtomicU64>,
+    oversized: Gauge<u64, AtomicU64>,
     malformed: Gauge<u64, AtomicU64>,
+    accepted: Gauge<u64, AtomicU64>,
+    connections_refused: Gauge<u64, AtomicU64>,
+    first_frame_timeouts: Gauge<u64, AtomicU64>,
+    connects: Gauge<u64, AtomicU64>,
+    reconnects: Gauge<u64, AtomicU64>,
     connect_failures: Gauge<u64, AtomicU64>,
     links: Gauge<u64, AtomicU64>,
     link_refused: Gauge<u64, AtomicU64>,
+    links_replaced: Gauge<u64, AtomicU64>,
+    inbound_connections: Gauge<u64, AtomicU64>,
+    plain_connections: Gauge<u64, AtomicU64>,
+    plain_capacity: Gauge<u64, AtomicU64>,
     queue_capacity: Gauge<u64, AtomicU64>,
     queued: Gauge<u64, AtomicU64>,
     queue_deepest: Gauge<u64, AtomicU64>,
@@ -112,9 +122,39 @@ impl TransportMetrics {
             m.dropped.clone(),
         );
         r.register(
+            "oversized",
+            "Frames refused by send: over max_frame",
+            m.oversized.clone(),
+        );
+        r.register(
             "malformed",
             "Inbound connections closed on an oversized or truncated frame",
             m.malformed.clone(),
+        );
+        r.register(
+            "accepted",
+            "Inbound connections accepted",
+            m.accepted.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "Inbound connections closed at once: max_plain_connections connections that are not authenticated links were open",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "first_frame_timeouts",
+            "Inbound connections closed without a complete first frame within connect_timeout",
+            m.first_frame_timeouts.clone(),
+        );
+        r.register(
+            "connects",
+            "Destinations connected to for the first time",
+            m.connects.clone(),
+        );
+        r.register(
+            "reconnects",
+            "Connections re-opened to a destination after the previous one broke",
+            m.reconnects.clone(),
         );
         r.register(
             "connect_failures",
@@ -130,6 +170,26 @@ impl TransportMetrics {
             "link_refused",
             "Inbound connections closed by link authentication: hello or handshake refused, or a frame with a wrong tag",
             m.link_refused.clone(),
+        );
+        r.register(
+            "links_replaced",
+            "Authenticated inbound connections closed because the same node opened a newer link",
+            m.links_replaced.clone(),
+        );
+        r.register(
+            "inbound_connections",
+            "Inbound connections open: plain ones and authenticated links",
+            m.inbound_connections.clone(),
+        );
+        r.register(
+            "plain_connections",
+            "Inbound connections open that are not authenticated links (yet)",
+            m.plain_connections.clone(),
+        );
+        r.register(
+            "plain_capacity",
+            "Inbound connections that are not authenticated links open at once (more are refused)",
+            m.plain_capacity.clone(),
         );
         r.register(
             "queue_capacity",
@@ -159,25 +219,42 @@ impl TransportMetrics {
         m
     }
 
-    /// Copies the transport's counters.
+    /// Copies the transport's counters (every one: the destructuring names them all, so a new
+    /// counter cannot be left out) and how many connections are open.
     pub fn update(&self, transport: &Transport) {
         let Stats {
             frames_sent,
             frames_received,
             dropped,
+            oversized,
             malformed,
+            accepted,
+            connections_refused,
+            first_frame_timeouts,
+            connects,
+            reconnects,
             connect_failures,
             links,
             link_refused,
-            ..
+            links_replaced,
         } = transport.stats();
         self.frames_sent.set(frames_sent);
         self.frames_received.set(frames_received);
         self.dropped.set(dropped);
+        self.oversized.set(oversized);
         self.malformed.set(malformed);
+        self.accepted.set(accepted);
+        self.connections_refused.set(connections_refused);
+        self.first_frame_timeouts.set(first_frame_timeouts);
+        self.connects.set(connects);
+        self.reconnects.set(reconnects);
         self.connect_failures.set(connect_failures);
         self.links.set(links);
         self.link_refused.set(link_refused);
+        self.links_replaced.set(links_replaced);
+        let connections = transport.inbound_connections();
+        self.inbound_connections.set(connections.open as u64);
+        self.plain_connections.set(connections.plain as u64);
         let depths = transport.queue_depths();
         let config = transport.config();
         self.queue_capacity.set(config.queue_per_peer as u64);
@@ -185,6 +262,7 @@ impl TransportMetrics {
         self.queue_deepest.set(depths.deepest_outbound as u64);
         self.inbound_capacity.set(config.inbound_queue as u64);
         self.inbound_queued.set(depths.inbound as u64);
+        self.plain_capacity.set(config.max_plain_connections as u64);
     }
 }
 

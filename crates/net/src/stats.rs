@@ -20,8 +20,16 @@ pub struct Stats {
     /// Inbound connections closed for a bad stream: a length prefix over `max_frame` (including
     /// garbage read as a length) or a stream ending in the middle of a frame.
     pub malformed: u64,
-    /// Inbound connections accepted.
+    /// Inbound connections accepted (not counting those closed at once for the cap,
+    /// [`connections_refused`](Stats::connections_refused)).
     pub accepted: u64,
+    /// Inbound connections closed as soon as accepted because
+    /// [`max_plain_connections`](crate::TransportConfig::max_plain_connections) connections
+    /// that are not authenticated links were open.
+    pub connections_refused: u64,
+    /// Inbound connections closed because their first frame had not arrived whole within
+    /// [`connect_timeout`](crate::TransportConfig::connect_timeout) of the accept.
+    pub first_frame_timeouts: u64,
     /// First successful outbound connection to a destination.
     pub connects: u64,
     /// Later successful outbound connections to a destination whose previous one broke.
@@ -36,6 +44,10 @@ pub struct Stats {
     /// (unknown opener, bad signature), or a data frame with a wrong tag (forged, tampered,
     /// replayed, reordered, or recorded on another connection).
     pub link_refused: u64,
+    /// Authenticated inbound connections closed because the same opener established a newer
+    /// link: its old connection is dead (it restarted, or gave the connection up across a
+    /// partition) even if no FIN ever arrived here.
+    pub links_replaced: u64,
 }
 
 /// The live counters behind [`Stats`], shared by every task of one transport.
@@ -47,11 +59,14 @@ pub(crate) struct Counters {
     pub oversized: AtomicU64,
     pub malformed: AtomicU64,
     pub accepted: AtomicU64,
+    pub connections_refused: AtomicU64,
+    pub first_frame_timeouts: AtomicU64,
     pub connects: AtomicU64,
     pub reconnects: AtomicU64,
     pub connect_failures: AtomicU64,
     pub links: AtomicU64,
     pub link_refused: AtomicU64,
+    pub links_replaced: AtomicU64,
 }
 
 /// Adds `n` to a counter. Relaxed: counters order nothing else.
@@ -69,11 +84,14 @@ impl Counters {
             oversized: get(&self.oversized),
             malformed: get(&self.malformed),
             accepted: get(&self.accepted),
+            connections_refused: get(&self.connections_refused),
+            first_frame_timeouts: get(&self.first_frame_timeouts),
             connects: get(&self.connects),
             reconnects: get(&self.reconnects),
             connect_failures: get(&self.connect_failures),
             links: get(&self.links),
             link_refused: get(&self.link_refused),
+            links_replaced: get(&self.links_replaced),
         }
     }
 }

@@ -9,7 +9,7 @@ use common::{expect_closed, numbered, recv, send_until_down, seq_of, wait_until}
 use net::frame::{read_frame, write_frame};
 use net::link::{self, Ephemeral, Hello, Sealer};
 use net::metrics::{render, Registry, TransportMetrics};
-use net::{Inbound, LinkKeys, Transport, TransportConfig};
+use net::{Inbound, InboundConnections, LinkKeys, Transport, TransportConfig};
 use ring::signature::{self, Ed25519KeyPair, KeyPair};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -222,6 +222,7 @@ async fn authenticated_frames_arrive_in_order_with_the_openers_identity_and_plai
     let text = render(&registry);
     assert!(text.contains("transport_links 1\n"), "{text}");
     assert!(text.contains("transport_link_refused 0\n"), "{text}");
+    assert!(text.contains("transport_accepted 2\n"), "{text}");
     for t in [a, b, plain] {
         t.shutdown().await;
     }
@@ -433,4 +434,112 @@ async fn a_hello_to_a_transport_without_links_is_refused_and_counted() {
     assert_eq!((s.links, s.frames_received, s.malformed), (0, 0, 0));
     a.shutdown().await;
     plain.shutdown().await;
+}
+
+#[tokio::test]
+async fn authenticated_links_do_not_count_against_the_plain_cap() {
+    let cluster = Cluster::new(&[1, 2, 3]);
+    let cfg = TransportConfig {
+        max_plain_connections: 1,
+        ..config()
+    };
+    let (b, mut b_rx) = Transport::bind_with_links(any(), cfg, cluster.keys(2))
+        .await
+        .unwrap();
+    cluster.listens(2, b.local_addr());
+    let (a, _a_rx) = cluster.bind(1, any()).await;
+    let (c, _c_rx) = cluster.bind(3, any()).await;
+    // One after the other: a connection counts against the cap until its hello is accepted.
+    for (t, id) in [(&a, 1), (&c, 3)] {
+        t.send(b.local_addr(), b"linked".to_vec());
+        let inbound = recv(&mut b_rx).await;
+        assert_eq!(
+            (inbound.frame, inbound.link),
+            (b"linked".to_vec(), Some(id))
+        );
+    }
+    // Two links are open and the one plain place is still free.
+    let (plain, _plain_rx) = Transport::bind(any(), config()).await.unwrap();
+    plain.send(b.local_addr(), b"plain".to_vec());
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (b"plain".to_vec(), None));
+    // Now it is taken.
+    expect_closed(TcpStream::connect(b.local_addr()).await.unwrap()).await;
+    wait_until("the refusal is counted", || {
+        b.stats().connections_refused == 1
+    })
+    .await;
+    let s = b.stats();
+    assert_eq!((s.links, s.accepted, s.link_refused), (2, 3, 0));
+    assert_eq!(
+        b.inbound_connections(),
+        InboundConnections { open: 3, plain: 1 }
+    );
+    for t in [a, b, c, plain] {
+        t.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_newer_link_from_the_same_opener_closes_the_older_and_no_other() {
+    let cluster = Cluster::new(&[1, 2, 3]);
+    let (b, mut b_rx) = cluster.bind(2, any()).await;
+    let keys = cluster.keys(1);
+    let open = || async {
+        let mut stream = TcpStream::connect(b.local_addr()).await.unwrap();
+        let sealer = link::open_link(&mut stream, keys.as_ref(), 2)
+            .await
+            .unwrap();
+        (stream, sealer)
+    };
+    // Node 3's link, which node 1's links must leave alone.
+    let (other, _other_rx) = cluster.bind(3, any()).await;
+    other.send(b.local_addr(), b"from 3".to_vec());
+    assert_eq!(recv(&mut b_rx).await.link, Some(3));
+
+    let (mut old, mut old_sealer) = open().await;
+    write_sealed(&mut old, &old_sealer.seal(b"old")).await;
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (b"old".to_vec(), Some(1)));
+    // Node 1 restarted, or gave the connection up across a partition: no FIN ever reached
+    // node 2, and node 1 opens a new link.
+    let (mut new, mut new_sealer) = open().await;
+    expect_closed(old).await;
+    wait_until("the replaced link is counted", || {
+        b.stats().links_replaced == 1
+    })
+    .await;
+    write_sealed(&mut new, &new_sealer.seal(b"new")).await;
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!((inbound.frame, inbound.link), (b"new".to_vec(), Some(1)));
+    let two_links = InboundConnections { open: 2, plain: 0 };
+    wait_until("node 1 holds one link", || {
+        b.inbound_connections() == two_links
+    })
+    .await;
+
+    // The closed link's end left the newer one in place: a third replaces it in turn.
+    let (mut third, mut third_sealer) = open().await;
+    expect_closed(new).await;
+    write_sealed(&mut third, &third_sealer.seal(b"third")).await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"third");
+    other.send(b.local_addr(), b"3 still linked".to_vec());
+    let inbound = recv(&mut b_rx).await;
+    assert_eq!(
+        (inbound.frame, inbound.link),
+        (b"3 still linked".to_vec(), Some(3))
+    );
+    wait_until("node 1 holds one link again", || {
+        b.inbound_connections() == two_links
+    })
+    .await;
+    let s = b.stats();
+    assert_eq!((s.links, s.links_replaced, s.link_refused), (4, 2, 0));
+    let mut registry = Registry::default();
+    TransportMetrics::register(&mut registry).update(&b);
+    let text = render(&registry);
+    assert!(text.contains("transport_links_replaced 2\n"), "{text}");
+    assert_eq!(other.stats().reconnects, 0);
+    other.shutdown().await;
+    b.shutdown().await;
 }

@@ -4,8 +4,9 @@
 mod common;
 
 use common::{expect_closed, numbered, recv, send_until_down, seq_of, wait_until, WAIT};
+use net::metrics::{render, Registry, TransportMetrics};
 use net::testing::unused_loopback_addr;
-use net::{Inbound, Transport, TransportConfig};
+use net::{Inbound, InboundConnections, Transport, TransportConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -195,6 +196,141 @@ async fn malformed_inbound_streams_are_closed_and_counted_others_keep_working() 
     b.shutdown().await;
 }
 
+/// Writes one plain frame on a raw connection.
+async fn write_raw_frame(stream: &mut TcpStream, payload: &[u8]) {
+    stream
+        .write_all(&(payload.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    stream.write_all(payload).await.unwrap();
+}
+
+/// The transport's `transport_*` metrics as a scrape would show them now.
+fn scrape(t: &Transport) -> String {
+    let mut registry = Registry::default();
+    TransportMetrics::register(&mut registry).update(t);
+    render(&registry)
+}
+
+#[tokio::test]
+async fn a_connection_without_a_whole_first_frame_in_time_is_closed_and_counted() {
+    let cfg = TransportConfig {
+        connect_timeout: Duration::from_millis(200),
+        ..config()
+    };
+    let (b, mut b_rx) = bind(cfg).await;
+    let raw = || TcpStream::connect(b.local_addr());
+
+    // A correct opener sends its first frame at once, and its connection stays open past the
+    // deadline of the others (accepted later).
+    let mut ok = raw().await.unwrap();
+    write_raw_frame(&mut ok, b"first").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"first");
+    // Says nothing at all.
+    let silent = raw().await.unwrap();
+    // Announces a frame of 100 bytes and sends 10 of them.
+    let mut partial = raw().await.unwrap();
+    partial.write_all(&100u32.to_be_bytes()).await.unwrap();
+    partial.write_all(&[1; 10]).await.unwrap();
+    // Sends two bytes of a length prefix.
+    let mut short_header = raw().await.unwrap();
+    short_header.write_all(&[0, 0]).await.unwrap();
+    for stream in [silent, partial, short_header] {
+        expect_closed(stream).await;
+    }
+    wait_until("the three are counted", || {
+        b.stats().first_frame_timeouts == 3
+    })
+    .await;
+    let open = InboundConnections { open: 1, plain: 1 };
+    wait_until("only the correct one is open", || {
+        b.inbound_connections() == open
+    })
+    .await;
+
+    write_raw_frame(&mut ok, b"second").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"second");
+    let s = b.stats();
+    assert_eq!((s.accepted, s.malformed, s.frames_received), (4, 0, 2));
+    let text = scrape(&b);
+    for line in [
+        "transport_first_frame_timeouts 3
+",
+        "transport_accepted 4
+",
+        "transport_inbound_connections 1
+",
+        "transport_plain_connections 1
+",
+    ] {
+        assert!(text.contains(line), "no {line:?} in {text}");
+    }
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_plain_cap_are_closed_at_once_and_counted() {
+    let cfg = TransportConfig {
+        max_plain_connections: 2,
+        ..config()
+    };
+    let (a, _a_rx) = bind(config()).await;
+    let (b, mut b_rx) = bind(cfg).await;
+    // Two plain connections: a transport's, and a raw one.
+    a.send(b.local_addr(), b"from a".to_vec());
+    assert_eq!(recv(&mut b_rx).await.frame, b"from a");
+    let mut raw = TcpStream::connect(b.local_addr()).await.unwrap();
+    write_raw_frame(&mut raw, b"raw").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"raw");
+
+    // Beyond the cap each new connection is closed at once, before it sends anything.
+    for _ in 0..3 {
+        expect_closed(TcpStream::connect(b.local_addr()).await.unwrap()).await;
+    }
+    wait_until("the three are counted", || {
+        b.stats().connections_refused == 3
+    })
+    .await;
+    assert_eq!(
+        b.inbound_connections(),
+        InboundConnections { open: 2, plain: 2 }
+    );
+
+    // Once one closes, its place is free again.
+    drop(raw);
+    wait_until("the closed one no longer counts", || {
+        b.inbound_connections().plain == 1
+    })
+    .await;
+    let mut again = TcpStream::connect(b.local_addr()).await.unwrap();
+    write_raw_frame(&mut again, b"again").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"again");
+    // The connections within the cap were never disturbed.
+    a.send(b.local_addr(), b"still here".to_vec());
+    assert_eq!(recv(&mut b_rx).await.frame, b"still here");
+    assert_eq!(a.stats().reconnects, 0);
+
+    let s = b.stats();
+    assert_eq!((s.accepted, s.connections_refused), (3, 3));
+    let text = scrape(&b);
+    for line in [
+        "transport_connections_refused 3
+",
+        "transport_accepted 3
+",
+        "transport_plain_connections 2
+",
+        "transport_plain_capacity 2
+",
+        "transport_inbound_connections 2
+",
+    ] {
+        assert!(text.contains(line), "no {line:?} in {text}");
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_peer() {
     const QUEUE: usize = 16;
@@ -317,6 +453,12 @@ async fn oversized_sends_are_refused_and_shutdown_drops_later_sends() {
     a.send(b.local_addr(), vec![2; 64]);
     assert_eq!(recv(&mut b_rx).await.frame, vec![2; 64]);
     assert_eq!(a.stats().oversized, 1);
+
+    assert!(
+        scrape(&a).contains("transport_oversized 1\n"),
+        "{}",
+        scrape(&a)
+    );
 
     let handle = a.clone();
     a.shutdown().await;
