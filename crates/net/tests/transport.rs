@@ -212,6 +212,15 @@ fn scrape(t: &Transport) -> String {
     render(&registry)
 }
 
+/// Asserts that `t`'s metrics say each `name value`.
+fn assert_metrics(t: &Transport, expected: &[(&str, u64)]) {
+    let text = scrape(t);
+    for (name, value) in expected {
+        let line = format!("{name} {value}\n");
+        assert!(text.contains(&line), "no {line:?} in {text}");
+    }
+}
+
 #[tokio::test]
 async fn a_connection_without_a_whole_first_frame_in_time_is_closed_and_counted() {
     let cfg = TransportConfig {
@@ -252,19 +261,15 @@ async fn a_connection_without_a_whole_first_frame_in_time_is_closed_and_counted(
     assert_eq!(recv(&mut b_rx).await.frame, b"second");
     let s = b.stats();
     assert_eq!((s.accepted, s.malformed, s.frames_received), (4, 0, 2));
-    let text = scrape(&b);
-    for line in [
-        "transport_first_frame_timeouts 3
-",
-        "transport_accepted 4
-",
-        "transport_inbound_connections 1
-",
-        "transport_plain_connections 1
-",
-    ] {
-        assert!(text.contains(line), "no {line:?} in {text}");
-    }
+    assert_metrics(
+        &b,
+        &[
+            ("transport_first_frame_timeouts", 3),
+            ("transport_accepted", 4),
+            ("transport_inbound_connections", 1),
+            ("transport_plain_connections", 1),
+        ],
+    );
     b.shutdown().await;
 }
 
@@ -312,21 +317,16 @@ async fn connections_beyond_the_plain_cap_are_closed_at_once_and_counted() {
 
     let s = b.stats();
     assert_eq!((s.accepted, s.connections_refused), (3, 3));
-    let text = scrape(&b);
-    for line in [
-        "transport_connections_refused 3
-",
-        "transport_accepted 3
-",
-        "transport_plain_connections 2
-",
-        "transport_plain_capacity 2
-",
-        "transport_inbound_connections 2
-",
-    ] {
-        assert!(text.contains(line), "no {line:?} in {text}");
-    }
+    assert_metrics(
+        &b,
+        &[
+            ("transport_connections_refused", 3),
+            ("transport_accepted", 3),
+            ("transport_plain_connections", 2),
+            ("transport_plain_capacity", 2),
+            ("transport_inbound_connections", 2),
+        ],
+    );
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -454,11 +454,7 @@ async fn oversized_sends_are_refused_and_shutdown_drops_later_sends() {
     assert_eq!(recv(&mut b_rx).await.frame, vec![2; 64]);
     assert_eq!(a.stats().oversized, 1);
 
-    assert!(
-        scrape(&a).contains("transport_oversized 1\n"),
-        "{}",
-        scrape(&a)
-    );
+    assert_metrics(&a, &[("transport_oversized", 1)]);
 
     let handle = a.clone();
     a.shutdown().await;
