@@ -45,6 +45,12 @@ pub struct TransportConfig {
     /// to; keep the process's file descriptor limit above this plus its links and outbound
     /// connections.
     pub max_plain_connections: usize,
+    /// How many of those may come from one IP address at once; beyond it a new one from that
+    /// address is closed at once and counted like one beyond `max_plain_connections`. One host
+    /// then cannot take every place and keep other clients, or a restarting node whose link
+    /// counts as plain until its hello is accepted, out. A client endpoint holds one connection
+    /// per node; many endpoints behind one NAT address need a higher value.
+    pub max_plain_per_address: usize,
     /// How long data written to a connection may stay unacknowledged before the connection is
     /// given up and re-opened (`TCP_USER_TIMEOUT`). Without it a connection across a network
     /// partition stays open while TCP backs off its retransmissions exponentially (minutes
@@ -66,6 +72,7 @@ impl Default for TransportConfig {
             connect_timeout: Duration::from_secs(5),
             stall_timeout: Duration::from_secs(5),
             max_plain_connections: 1024,
+            max_plain_per_address: 64,
         }
     }
 }
@@ -96,6 +103,9 @@ pub enum ConfigError {
     /// with zero no connection, plain or link, could ever be accepted.
     #[error("max_plain_connections must be at least 1 (every inbound connection counts against it until its link hello is accepted)")]
     NoPlainConnections,
+    /// The same, for one address's connections.
+    #[error("max_plain_per_address must be at least 1 (every inbound connection counts against it until its link hello is accepted)")]
+    NoPlainConnectionsPerAddress,
 }
 
 impl TransportConfig {
@@ -130,6 +140,9 @@ impl TransportConfig {
         }
         if self.max_plain_connections == 0 {
             return Err(ConfigError::NoPlainConnections);
+        }
+        if self.max_plain_per_address == 0 {
+            return Err(ConfigError::NoPlainConnectionsPerAddress);
         }
         Ok(())
     }
@@ -174,6 +187,9 @@ mod tests {
         let refused = bad(|c| c.max_plain_connections = 0);
         assert_eq!(refused, ConfigError::NoPlainConnections);
         assert!(refused.to_string().starts_with("max_plain_connections "));
+        let refused = bad(|c| c.max_plain_per_address = 0);
+        assert_eq!(refused, ConfigError::NoPlainConnectionsPerAddress);
+        assert!(refused.to_string().starts_with("max_plain_per_address "));
         #[cfg(target_pointer_width = "64")]
         assert!(matches!(
             bad(|c| c.max_frame = u32::MAX as usize + 1),

@@ -9,8 +9,9 @@
 //!
 //! Whoever reaches the port can open connections, so what they hold is bounded: the first frame
 //! must arrive whole within `connect_timeout` of the accept, at most `max_plain_connections`
-//! connections that are not authenticated links are open at once (beyond it a new one is closed
-//! at once), and each opener holds one link (a newer one closes the older). Links are bounded by
+//! connections that are not authenticated links are open at once, `max_plain_per_address` of
+//! them from one address (beyond either a new one is closed at once), and each opener holds one
+//! link (a newer one closes the older). Links are bounded by
 //! the configured nodes, whose handshake signatures the node's [`LinkKeys`] checks.
 
 use crate::frame::{self, FrameError};
@@ -19,9 +20,9 @@ use crate::stats::{add, Counters};
 use crate::task::Lifetime;
 use crate::{Inbound, InboundConnections};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
@@ -54,15 +55,19 @@ pub(crate) struct InboundCtx {
     pub connections: Arc<Connections>,
 }
 
-/// The inbound connections open now: counted for the cap on plain ones and for metrics, and
+/// The inbound connections open now: counted for the caps on plain ones and for metrics, and
 /// each opener's link, so that a newer one closes the older.
 #[derive(Debug)]
 pub(crate) struct Connections {
     /// [`TransportConfig::max_plain_connections`](crate::TransportConfig::max_plain_connections).
     max_plain: usize,
+    /// [`TransportConfig::max_plain_per_address`](crate::TransportConfig::max_plain_per_address).
+    max_plain_per_address: usize,
     open: AtomicUsize,
     /// Open connections that are not authenticated links (yet).
     plain: AtomicUsize,
+    /// The same, by the address they come from (addresses with none are not kept).
+    plain_by_address: Mutex<HashMap<IpAddr, usize>>,
     links: Mutex<Links>,
 }
 
@@ -77,11 +82,13 @@ struct Links {
 }
 
 impl Connections {
-    pub(crate) fn new(max_plain: usize) -> Self {
+    pub(crate) fn new(max_plain: usize, max_plain_per_address: usize) -> Self {
         Connections {
             max_plain,
+            max_plain_per_address,
             open: AtomicUsize::new(0),
             plain: AtomicUsize::new(0),
+            plain_by_address: Mutex::default(),
             links: Mutex::default(),
         }
     }
@@ -94,28 +101,46 @@ impl Connections {
         }
     }
 
-    /// Counts a newly accepted connection as open and plain, unless `max_plain` plain ones are
-    /// open already.
-    fn admit(self: &Arc<Self>) -> Option<Admitted> {
+    /// Counts a newly accepted connection from `address` as open and plain, unless
+    /// `max_plain` plain ones are open already, or `max_plain_per_address` from that address.
+    fn admit(self: &Arc<Self>, address: IpAddr) -> Option<Admitted> {
+        let mut by_address = lock(&self.plain_by_address);
+        let from_address = by_address.get(&address).copied().unwrap_or(0);
+        if from_address >= self.max_plain_per_address {
+            return None;
+        }
         self.plain
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |plain| {
                 (plain < self.max_plain).then_some(plain + 1)
             })
             .ok()?;
+        by_address.insert(address, from_address + 1);
         self.open.fetch_add(1, Ordering::Relaxed);
         Some(Admitted {
             connections: Arc::clone(self),
-            plain: true,
+            plain: Some(address),
             link: None,
         })
+    }
+
+    /// A plain connection from `address` closed or became a link.
+    fn unplain(&self, address: IpAddr) {
+        self.plain.fetch_sub(1, Ordering::Relaxed);
+        let mut by_address = lock(&self.plain_by_address);
+        if let Some(n) = by_address.get_mut(&address) {
+            *n -= 1;
+            if *n == 0 {
+                by_address.remove(&address);
+            }
+        }
     }
 }
 
 /// One admitted connection's place in [`Connections`], given back when the read loop ends.
 struct Admitted {
     connections: Arc<Connections>,
-    /// Still counted against the cap.
-    plain: bool,
+    /// Still counted against the caps, as coming from this address.
+    plain: Option<IpAddr>,
     /// Once authenticated: the opener and this link's id in [`Links`].
     link: Option<(u64, u64)>,
 }
@@ -125,15 +150,11 @@ impl Admitted {
     /// replaces the opener's older link, if any. The receiver completes when a newer link of
     /// the same opener replaces this one.
     fn authenticated(&mut self, opener: u64) -> oneshot::Receiver<()> {
-        if std::mem::take(&mut self.plain) {
-            self.connections.plain.fetch_sub(1, Ordering::Relaxed);
+        if let Some(address) = self.plain.take() {
+            self.connections.unplain(address);
         }
         let (replace, replaced) = oneshot::channel();
-        let mut links = self
-            .connections
-            .links
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut links = lock(&self.connections.links);
         links.next_id += 1;
         let id = links.next_id;
         // Dropping the older link's sender wakes its read loop, which closes it.
@@ -147,14 +168,11 @@ impl Drop for Admitted {
     fn drop(&mut self) {
         let connections = &self.connections;
         connections.open.fetch_sub(1, Ordering::Relaxed);
-        if self.plain {
-            connections.plain.fetch_sub(1, Ordering::Relaxed);
+        if let Some(address) = self.plain {
+            connections.unplain(address);
         }
         if let Some((opener, id)) = self.link {
-            let mut links = connections
-                .links
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut links = lock(&connections.links);
             // Unless a newer link of the opener took the entry already.
             if links
                 .by_opener
@@ -165,6 +183,11 @@ impl Drop for Admitted {
             }
         }
     }
+}
+
+/// The data behind `mutex`, also after a panic elsewhere (counts stay usable).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Accepts connections until shutdown, or until the inbound receiver is dropped (nobody would
@@ -192,7 +215,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: InboundCtx, mut life
             }
         };
         let deadline = Instant::now() + ctx.connect_timeout;
-        let Some(admitted) = ctx.connections.admit() else {
+        let Some(admitted) = ctx.connections.admit(from.ip()) else {
             // Counted first, so whoever sees it closed sees it counted. Closed at once rather
             // than left in the backlog, where it would keep its opener waiting.
             add(&ctx.counters.connections_refused, 1);
@@ -203,7 +226,8 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: InboundCtx, mut life
                     %from,
                     refused = refusals_unreported,
                     max_plain_connections = ctx.connections.max_plain,
-                    "closing new inbound connections: too many connections that are not authenticated links are open (raise max_plain_connections if these are legitimate clients)"
+                    max_plain_per_address = ctx.connections.max_plain_per_address,
+                    "closing new inbound connections: too many connections that are not authenticated links are open, in all or from this address (raise max_plain_connections or max_plain_per_address if these are legitimate clients)"
                 );
                 refusals_unreported = 0;
                 last_warning = Some(Instant::now());

@@ -205,7 +205,10 @@ impl Transport {
             peers: Mutex::default(),
             shutdown,
             inbound: deliver.downgrade(),
-            connections: Arc::new(inbound::Connections::new(config.max_plain_connections)),
+            connections: Arc::new(inbound::Connections::new(
+                config.max_plain_connections,
+                config.max_plain_per_address,
+            )),
             config,
             keys,
         });

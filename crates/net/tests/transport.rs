@@ -331,6 +331,51 @@ async fn connections_beyond_the_plain_cap_are_closed_at_once_and_counted() {
     b.shutdown().await;
 }
 
+/// A connection from `local` (a loopback address: any 127.x.y.z is this host) to `to`.
+async fn connect_from(local: &str, to: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// One address may hold `max_plain_per_address` plain connections, however many places are
+/// left: one host cannot take them all. Other addresses still get in.
+#[tokio::test]
+async fn connections_from_one_address_beyond_its_cap_are_closed_and_others_still_get_in() {
+    let cfg = TransportConfig {
+        max_plain_per_address: 2,
+        ..config()
+    };
+    let (b, mut b_rx) = bind(cfg).await;
+    let to = b.local_addr();
+    let mut held = Vec::new();
+    for i in 0..2u8 {
+        let mut c = connect_from("127.0.0.1", to).await;
+        write_raw_frame(&mut c, &[i]).await;
+        assert_eq!(recv(&mut b_rx).await.frame, vec![i]);
+        held.push(c);
+    }
+    expect_closed(connect_from("127.0.0.1", to).await).await;
+    wait_until("the refusal is counted", || {
+        b.stats().connections_refused == 1
+    })
+    .await;
+    let mut other = connect_from("127.0.0.2", to).await;
+    write_raw_frame(&mut other, b"other").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"other");
+    // A place the address gives back is its own again.
+    drop(held.pop());
+    wait_until("the closed one no longer counts", || {
+        b.inbound_connections().plain == 2
+    })
+    .await;
+    let mut again = connect_from("127.0.0.1", to).await;
+    write_raw_frame(&mut again, b"again").await;
+    assert_eq!(recv(&mut b_rx).await.frame, b"again");
+    assert_eq!(b.stats().connections_refused, 1);
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_peer() {
     const QUEUE: usize = 16;
