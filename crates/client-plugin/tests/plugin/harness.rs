@@ -272,15 +272,24 @@ pub async fn wait_until(
     what: &str,
     cond: impl Fn(&ClientStats) -> bool,
 ) -> ClientStats {
+    poll_until(what, || endpoint.stats(), cond).await
+}
+
+/// Polls what `read` returns (counters have no event to await) until `cond` holds, up to WAIT.
+pub async fn poll_until<T: std::fmt::Debug>(
+    what: &str,
+    read: impl Fn() -> T,
+    cond: impl Fn(&T) -> bool,
+) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
-        let stats = endpoint.stats();
-        if cond(&stats) {
-            return stats;
+        let value = read();
+        if cond(&value) {
+            return value;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out waiting until {what}: {stats:?}"
+            "timed out waiting until {what}: {value:?}"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
