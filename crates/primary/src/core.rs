@@ -498,15 +498,6 @@ impl PrimaryCore {
         if timestamp != request.timestamp {
             return Err(Rejection::Duplicate);
         }
-        // Only a PREPARE its group has not decided yet: a decided one needs no help from us
-        // (its group's replicas answer the client from their reply caches), and re-sending
-        // every client's last PREPARE to every replica, each tick, was what anyone replaying
-        // requests (a Byzantine replica sees them all) could make the primary do.
-        let quorum = self.cluster.config.f + 1;
-        let group = (request.partitions.first()).and_then(|&p| self.cluster.group_of(p));
-        if group.is_some_and(|g| self.pacing.decided_in(g, counter, quorum)) {
-            return Ok(Vec::new());
-        }
         match self.recent.get(&counter) {
             Some(proposal) if self.rebroadcast.insert(counter) => {
                 Ok(vec![Action::Broadcast(proposal.clone())])
@@ -903,20 +894,8 @@ mod tests {
         p.on_tick();
         assert_eq!(
             p.on_request(request(1, 1, &[0])),
-            Ok(vec![Action::Broadcast(prepare.clone())])
+            Ok(vec![Action::Broadcast(prepare)])
         );
-        // Once f+1 replicas of its group decided it, a retransmission is the group's to answer
-        // (from its reply caches): replaying requests no longer makes the primary re-send.
-        p.on_tick();
-        let counter = prepare.ui().counter;
-        for replica in [101, 102] {
-            let decided = proto::Decided {
-                view: View(0),
-                counter,
-            };
-            p.on_decided(NodeId(replica), decided).unwrap();
-        }
-        assert_eq!(p.on_request(request(1, 1, &[0])), Ok(vec![]));
     }
 
     /// The PREPAREs of `n` requests of one entry each (each a full batch: never held back), in

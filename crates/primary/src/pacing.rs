@@ -83,13 +83,6 @@ impl Pacing {
         });
     }
 
-    /// Whether f+1 (`quorum`) replicas of `group` said they decided `counter` or a later
-    /// PREPARE of this view: one of them at least is correct and holds it, so a replica of the
-    /// group that lost it learns it from its peers' COMMITs, which carry it.
-    pub fn decided_in(&self, group: GroupId, counter: u64, quorum: usize) -> bool {
-        (self.decided.get(&group)).is_some_and(|d| quorum_counter(d, quorum) >= counter)
-    }
-
     /// A timer tick: PREPAREs undecided for [`EXPIRE_TICKS`] stop counting.
     pub fn tick(&mut self) {
         self.ticks += 1;
