@@ -64,11 +64,16 @@ pub(crate) struct Connections {
     /// [`TransportConfig::max_plain_per_address`](crate::TransportConfig::max_plain_per_address).
     max_plain_per_address: usize,
     open: AtomicUsize,
-    /// Open connections that are not authenticated links (yet).
-    plain: AtomicUsize,
-    /// The same, by the address they come from (addresses with none are not kept).
-    plain_by_address: Mutex<HashMap<IpAddr, usize>>,
+    plain: Mutex<Plain>,
     links: Mutex<Links>,
+}
+
+/// Open connections that are not authenticated links (yet).
+#[derive(Debug, Default)]
+struct Plain {
+    total: usize,
+    /// By the address they come from (addresses with none are not kept).
+    by_address: HashMap<IpAddr, usize>,
 }
 
 /// The link each opener holds.
@@ -87,8 +92,7 @@ impl Connections {
             max_plain,
             max_plain_per_address,
             open: AtomicUsize::new(0),
-            plain: AtomicUsize::new(0),
-            plain_by_address: Mutex::default(),
+            plain: Mutex::default(),
             links: Mutex::default(),
         }
     }
@@ -97,24 +101,20 @@ impl Connections {
     pub(crate) fn now(&self) -> InboundConnections {
         InboundConnections {
             open: self.open.load(Ordering::Relaxed),
-            plain: self.plain.load(Ordering::Relaxed),
+            plain: lock(&self.plain).total,
         }
     }
 
     /// Counts a newly accepted connection from `address` as open and plain, unless
     /// `max_plain` plain ones are open already, or `max_plain_per_address` from that address.
     fn admit(self: &Arc<Self>, address: IpAddr) -> Option<Admitted> {
-        let mut by_address = lock(&self.plain_by_address);
-        let from_address = by_address.get(&address).copied().unwrap_or(0);
-        if from_address >= self.max_plain_per_address {
+        let mut plain = lock(&self.plain);
+        let from_address = plain.by_address.get(&address).copied().unwrap_or(0);
+        if plain.total >= self.max_plain || from_address >= self.max_plain_per_address {
             return None;
         }
-        self.plain
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |plain| {
-                (plain < self.max_plain).then_some(plain + 1)
-            })
-            .ok()?;
-        by_address.insert(address, from_address + 1);
+        plain.total += 1;
+        plain.by_address.insert(address, from_address + 1);
         self.open.fetch_add(1, Ordering::Relaxed);
         Some(Admitted {
             connections: Arc::clone(self),
@@ -125,12 +125,12 @@ impl Connections {
 
     /// A plain connection from `address` closed or became a link.
     fn unplain(&self, address: IpAddr) {
-        self.plain.fetch_sub(1, Ordering::Relaxed);
-        let mut by_address = lock(&self.plain_by_address);
-        if let Some(n) = by_address.get_mut(&address) {
+        let mut plain = lock(&self.plain);
+        plain.total -= 1;
+        if let Some(n) = plain.by_address.get_mut(&address) {
             *n -= 1;
             if *n == 0 {
-                by_address.remove(&address);
+                plain.by_address.remove(&address);
             }
         }
     }
