@@ -22,6 +22,17 @@ pub struct TransportConfig {
     /// Inbound frames buffered for the consumer of the inbound receiver. When it is full the read
     /// loops wait, so TCP flow control pushes back on the senders instead of frames piling up.
     pub inbound_queue: usize,
+    /// Bytes of frames from plain connections that may be held at once, all such connections
+    /// together: read or being read, queued, or with the consumer until it drops them. A
+    /// connection reads a frame's payload only once the frame's announced length fits; until
+    /// then it waits, and TCP pushes back on its sender. Without it the inbound queue bounded
+    /// only the number of frames (4,096 of up to 16 MiB each), which whoever reaches the port
+    /// could fill with frames slower to check than to send. At least `max_frame`.
+    pub plain_inbound_bytes: usize,
+    /// The same for each authenticated link, its own budget per link so that plain
+    /// connections cannot hold links back (and one node's link cannot hold the others back).
+    /// At least `max_frame` plus the link's tag ([`link::TAG_LEN`](crate::link::TAG_LEN)).
+    pub link_inbound_bytes: usize,
     /// First delay before retrying a failed connection attempt; it doubles after each failure.
     pub connect_backoff_min: Duration,
     /// Cap on the reconnection delay, so a peer that comes back is reached again soon.
@@ -67,6 +78,8 @@ impl Default for TransportConfig {
             max_frame: 16 << 20,
             queue_per_peer: 4096,
             inbound_queue: 4096,
+            plain_inbound_bytes: 64 << 20,
+            link_inbound_bytes: 32 << 20,
             connect_backoff_min: Duration::from_millis(20),
             connect_backoff_max: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -106,6 +119,13 @@ pub enum ConfigError {
     /// The same, for one address's connections.
     #[error("max_plain_per_address must be at least 1 (every inbound connection counts against it until its link hello is accepted)")]
     NoPlainConnectionsPerAddress,
+    /// A frame larger than its budget could never be read.
+    #[error("{field} ({budget}) is below the largest frame it must hold ({frame}): raise {field} or lower max_frame")]
+    BudgetBelowFrame {
+        field: &'static str,
+        budget: usize,
+        frame: usize,
+    },
 }
 
 impl TransportConfig {
@@ -143,6 +163,27 @@ impl TransportConfig {
         }
         if self.max_plain_per_address == 0 {
             return Err(ConfigError::NoPlainConnectionsPerAddress);
+        }
+        let budgets = [
+            (
+                "plain_inbound_bytes",
+                self.plain_inbound_bytes,
+                self.max_frame,
+            ),
+            (
+                "link_inbound_bytes",
+                self.link_inbound_bytes,
+                self.max_frame + crate::link::TAG_LEN,
+            ),
+        ];
+        for (field, budget, frame) in budgets {
+            if budget < frame {
+                return Err(ConfigError::BudgetBelowFrame {
+                    field,
+                    budget,
+                    frame,
+                });
+            }
         }
         Ok(())
     }
@@ -200,8 +241,29 @@ mod tests {
             bad(|c| c.max_frame = u32::MAX as usize - 15),
             ConfigError::MaxFrameTooLarge(_)
         ));
+        let refused = bad(|c| c.plain_inbound_bytes = c.max_frame - 1);
+        assert!(matches!(
+            refused,
+            ConfigError::BudgetBelowFrame {
+                field: "plain_inbound_bytes",
+                ..
+            }
+        ));
+        assert!(refused
+            .to_string()
+            .contains("raise plain_inbound_bytes or lower max_frame"));
+        let refused = bad(|c| c.link_inbound_bytes = c.max_frame);
+        assert!(matches!(
+            refused,
+            ConfigError::BudgetBelowFrame {
+                field: "link_inbound_bytes",
+                ..
+            }
+        ));
         let largest = TransportConfig {
             max_frame: u32::MAX as usize - 16,
+            plain_inbound_bytes: u32::MAX as usize,
+            link_inbound_bytes: u32::MAX as usize,
             ..TransportConfig::default()
         };
         assert_eq!(largest.validate(), Ok(()));

@@ -56,6 +56,19 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<Option<Vec<u8>>, FrameError> {
+    match read_header(r, max).await? {
+        Some(len) => read_payload(r, len).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a frame's length prefix: the payload's length, at most `max`, or `Ok(None)` at a clean
+/// end of stream. With [`read_payload`], for readers that must make room for a frame before
+/// they read it. Not cancel-safe, as [`read_frame`].
+pub async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<usize>, FrameError> {
     let mut header = [0u8; HEADER_LEN];
     match read_full(r, &mut header).await? {
         0 => return Ok(None),
@@ -70,6 +83,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if len > max {
         return Err(FrameError::TooLarge { len, max });
     }
+    Ok(Some(len))
+}
+
+/// Reads a payload of `len` bytes, whose prefix [`read_header`] read. Not cancel-safe, as
+/// [`read_frame`].
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+) -> Result<Vec<u8>, FrameError> {
     let mut payload = Vec::with_capacity(len.min(INITIAL_PAYLOAD_CAPACITY));
     let mut filled = 0;
     while filled < len {
@@ -89,7 +111,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Some(payload))
+    Ok(payload)
 }
 
 /// Reads until `buf` is full or the stream ends; returns how many bytes were read.

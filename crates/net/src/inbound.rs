@@ -14,6 +14,7 @@
 //! link (a newer one closes the older). Links are bounded by
 //! the configured nodes, whose handshake signatures the node's [`LinkKeys`] checks.
 
+use crate::budget::{Budget, Reserved};
 use crate::frame::{self, FrameError};
 use crate::link::{self, LinkError, LinkKeys, Unsealer};
 use crate::stats::{add, Counters};
@@ -53,6 +54,10 @@ pub(crate) struct InboundCtx {
     pub connect_timeout: Duration,
     /// The transport's count of open connections, where each read loop takes its place.
     pub connections: Arc<Connections>,
+    /// What plain connections' frames may hold together.
+    pub plain_budget: Budget,
+    /// What each link's frames may hold.
+    pub link_inbound_bytes: usize,
 }
 
 /// The inbound connections open now: counted for the caps on plain ones and for metrics, and
@@ -249,6 +254,8 @@ struct Link {
     unsealer: Unsealer,
     /// Completes when a newer link of the same opener replaced this one.
     replaced: oneshot::Receiver<()>,
+    /// What this link's frames may hold.
+    budget: Budget,
 }
 
 /// Reads frames from one connection until it ends, turns bad, shutdown, or the receiver goes;
@@ -267,7 +274,7 @@ async fn read_loop(
     let first_max = ctx.max_frame.max(link::HELLO_LEN);
     let first = tokio::select! {
         _ = lifetime.stopped() => return,
-        read = tokio::time::timeout_at(deadline, frame::read_frame(&mut reader, first_max)) => read,
+        read = tokio::time::timeout_at(deadline, read_within(&mut reader, first_max, &ctx.plain_budget, link::HELLO_LEN)) => read,
     };
     let Ok(first) = first else {
         // Counted, not warned about: anyone can cause it, and a correct opener sends its first
@@ -277,7 +284,7 @@ async fn read_loop(
         tracing::debug!(%from, timeout = ?ctx.connect_timeout, "closing inbound connection: no complete first frame within connect_timeout");
         return;
     };
-    let Some(first) = frame_or_close(first, from, &ctx) else {
+    let Some((first, reserved)) = frame_or_close(first, from, &ctx) else {
         return;
     };
     let mut link = None;
@@ -295,6 +302,7 @@ async fn read_loop(
                     opener,
                     unsealer,
                     replaced,
+                    budget: Budget::new(ctx.link_inbound_bytes),
                 });
             }
             Err(error) => {
@@ -307,12 +315,12 @@ async fn read_loop(
         add(&ctx.counters.malformed, 1);
         tracing::warn!(%from, len = first.len(), max = ctx.max_frame, "closing inbound connection: oversized frame");
         return;
-    } else if !deliver(first, from, None, &ctx, &mut lifetime).await {
+    } else if !deliver(first, reserved, from, None, &ctx, &mut lifetime).await {
         return;
     }
-    let max = match link {
-        Some(_) => ctx.max_frame + link::TAG_LEN,
-        None => ctx.max_frame,
+    let (max, budget) = match &link {
+        Some(link) => (ctx.max_frame + link::TAG_LEN, link.budget.clone()),
+        None => (ctx.max_frame, ctx.plain_budget.clone()),
     };
     loop {
         // Biased: a link already replaced delivers nothing more.
@@ -324,9 +332,9 @@ async fn read_loop(
                 tracing::debug!(%from, opener, "closing authenticated connection: the same node opened a newer link");
                 return;
             }
-            read = frame::read_frame(&mut reader, max) => read,
+            read = read_within(&mut reader, max, &budget, 0) => read,
         };
-        let Some(frame) = frame_or_close(read, from, &ctx) else {
+        let Some((frame, reserved)) = frame_or_close(read, from, &ctx) else {
             return;
         };
         let (frame, opener) = match &mut link {
@@ -340,10 +348,33 @@ async fn read_loop(
                 }
             },
         };
-        if !deliver(frame, from, opener, &ctx, &mut lifetime).await {
+        if !deliver(frame, reserved, from, opener, &ctx, &mut lifetime).await {
             return;
         }
     }
+}
+
+/// Reads one frame of at most `max` bytes, its payload only once its length fits in `budget`:
+/// until then the connection waits, and TCP pushes back on its sender. A frame of at most
+/// `exempt` bytes reserves nothing: a connection's first frame no longer than a link hello, so
+/// that a node's hello never waits behind plain connections' frames (what those hold is
+/// bounded by the plain places). Not cancel-safe, as [`frame::read_frame`].
+async fn read_within(
+    reader: &mut BufReader<TcpStream>,
+    max: usize,
+    budget: &Budget,
+    exempt: usize,
+) -> Result<Option<(Vec<u8>, Reserved)>, FrameError> {
+    let Some(len) = frame::read_header(reader, max).await? else {
+        return Ok(None);
+    };
+    let reserved = if len <= exempt {
+        Reserved::default()
+    } else {
+        budget.reserve(len).await
+    };
+    let payload = frame::read_payload(reader, len).await?;
+    Ok(Some((payload, reserved)))
 }
 
 /// Completes, with the opener, once a newer link of the same opener replaced `link`; never on a
@@ -373,11 +404,11 @@ async fn accept(
 
 /// The frame read, or `None` when the connection is over: closed by the peer, failed, or
 /// malformed (counted).
-fn frame_or_close(
-    read: Result<Option<Vec<u8>>, FrameError>,
+fn frame_or_close<T>(
+    read: Result<Option<T>, FrameError>,
     from: SocketAddr,
     ctx: &InboundCtx,
-) -> Option<Vec<u8>> {
+) -> Option<T> {
     match read {
         Ok(Some(frame)) => Some(frame),
         Ok(None) => {
@@ -400,6 +431,7 @@ fn frame_or_close(
 /// reads any more).
 async fn deliver(
     frame: Vec<u8>,
+    reserved: Reserved,
     from: SocketAddr,
     link: Option<u64>,
     ctx: &InboundCtx,
@@ -407,7 +439,12 @@ async fn deliver(
 ) -> bool {
     // Counted before delivery, so a consumer that got the frame sees it counted.
     add(&ctx.counters.frames_received, 1);
-    let inbound = Inbound { from, frame, link };
+    let inbound = Inbound {
+        from,
+        frame,
+        link,
+        reserved,
+    };
     tokio::select! {
         _ = lifetime.stopped() => false,
         sent = ctx.deliver.send(inbound) => sent.is_ok(),

@@ -24,7 +24,11 @@
 //!   the port holds little: a connection whose first frame has not arrived whole within
 //!   [`TransportConfig::connect_timeout`] is closed, at most
 //!   [`TransportConfig::max_plain_connections`] connections that are not authenticated links are
-//!   open at once, and a node's newer link closes its older one.
+//!   open at once, and a node's newer link closes its older one. What frames hold is bounded
+//!   in bytes: plain connections together hold at most
+//!   [`TransportConfig::plain_inbound_bytes`], each link
+//!   [`TransportConfig::link_inbound_bytes`] (read, queued or with the consumer, see
+//!   [`Inbound::reserved`]); a connection whose next frame does not fit waits before reading it.
 //! - Frames use the format of [`wire::frame`] (4-byte big-endian length, then the payload), with
 //!   async equivalents in [`frame`].
 //!
@@ -34,6 +38,7 @@
 //! senders by the signed contents or the authenticated [`Inbound::link`], and reply to their
 //! configured address.
 
+mod budget;
 pub mod config;
 pub mod frame;
 mod inbound;
@@ -44,10 +49,12 @@ mod stats;
 mod task;
 pub mod testing;
 
+pub use budget::Reserved;
 pub use config::{ConfigError, TransportConfig};
 pub use link::LinkKeys;
 pub use stats::Stats;
 
+use budget::Budget;
 use stats::{add, Counters};
 use std::collections::HashMap;
 use std::io;
@@ -71,6 +78,11 @@ pub struct Inbound {
     /// The authenticated identity of the node that opened the connection ([`LinkKeys::me`] at
     /// its end), or `None` on a plain connection, whose frames carry no proof of their sender.
     pub link: Option<u64>,
+    /// The frame's bytes in its connection's inbound budget
+    /// ([`TransportConfig::plain_inbound_bytes`], [`TransportConfig::link_inbound_bytes`]),
+    /// given back when this (and every clone of it) is dropped: a consumer that holds frames
+    /// holds back the connections they came on.
+    pub reserved: Reserved,
 }
 
 /// A handle on one node's transport: a listening socket and one outbound connection per
@@ -100,6 +112,8 @@ struct Shared {
     keys: Option<Arc<dyn LinkKeys>>,
     /// The inbound connections open, shared with the accept and read loops.
     connections: Arc<inbound::Connections>,
+    /// What plain connections hold, shared with their read loops.
+    plain_budget: Budget,
 }
 
 /// How full the transport's bounded queues are right now (for metrics): every queue between
@@ -114,6 +128,9 @@ pub struct QueueDepths {
     /// Inbound frames read but not yet taken by the consumer (at `inbound_queue` the read loops
     /// wait and TCP pushes back on the senders).
     pub inbound: usize,
+    /// Bytes of frames from plain connections held now, read or being read, queued or with
+    /// the consumer (compare with `plain_inbound_bytes`, at which plain connections wait).
+    pub plain_inbound_bytes: usize,
 }
 
 /// The inbound connections open right now (for metrics).
@@ -209,6 +226,7 @@ impl Transport {
                 config.max_plain_connections,
                 config.max_plain_per_address,
             )),
+            plain_budget: Budget::new(config.plain_inbound_bytes),
             config,
             keys,
         });
@@ -219,6 +237,8 @@ impl Transport {
             keys: shared.keys.clone(),
             connect_timeout: shared.config.connect_timeout,
             connections: Arc::clone(&shared.connections),
+            plain_budget: shared.plain_budget.clone(),
+            link_inbound_bytes: shared.config.link_inbound_bytes,
         };
         shared
             .lifetime()
@@ -323,6 +343,7 @@ impl Transport {
         if let Some(inbound) = shared.inbound.upgrade() {
             depths.inbound = inbound.max_capacity() - inbound.capacity();
         }
+        depths.plain_inbound_bytes = shared.plain_budget.reserved();
         depths
     }
 

@@ -99,6 +99,8 @@ pub struct TransportMetrics {
     queue_deepest: Gauge<u64, AtomicU64>,
     inbound_capacity: Gauge<u64, AtomicU64>,
     inbound_queued: Gauge<u64, AtomicU64>,
+    plain_inbound_bytes: Gauge<u64, AtomicU64>,
+    plain_inbound_capacity: Gauge<u64, AtomicU64>,
 }
 
 impl TransportMetrics {
@@ -216,6 +218,16 @@ impl TransportMetrics {
             "Inbound frames waiting for the consumer",
             m.inbound_queued.clone(),
         );
+        r.register(
+            "plain_inbound_bytes",
+            "Bytes of frames from plain connections held now: read or being read, queued or with the consumer",
+            m.plain_inbound_bytes.clone(),
+        );
+        r.register(
+            "plain_inbound_capacity",
+            "Bytes of frames plain connections may hold together before their read loops wait (TCP then pushes back)",
+            m.plain_inbound_capacity.clone(),
+        );
         m
     }
 
@@ -262,6 +274,10 @@ impl TransportMetrics {
         self.queue_deepest.set(depths.deepest_outbound as u64);
         self.inbound_capacity.set(config.inbound_queue as u64);
         self.inbound_queued.set(depths.inbound as u64);
+        self.plain_inbound_bytes
+            .set(depths.plain_inbound_bytes as u64);
+        self.plain_inbound_capacity
+            .set(config.plain_inbound_bytes as u64);
         self.plain_capacity.set(config.max_plain_connections as u64);
     }
 }

@@ -170,6 +170,10 @@ async fn hello_is_refused(addr: SocketAddr, opener: u64, acceptor: u64) {
 }
 
 /// Writes an already sealed frame payload (`payload ‖ tag`).
+async fn write_raw_frame(stream: &mut TcpStream, payload: &[u8]) {
+    write_frame(stream, payload, payload.len()).await.unwrap();
+}
+
 async fn write_sealed(stream: &mut TcpStream, sealed: &[u8]) {
     write_frame(stream, sealed, MAX + link::TAG_LEN)
         .await
@@ -476,6 +480,53 @@ async fn authenticated_links_do_not_count_against_the_plain_cap() {
         InboundConnections { open: 3, plain: 1 }
     );
     for t in [a, b, c, plain] {
+        t.shutdown().await;
+    }
+}
+
+/// Each link has a byte budget of its own: plain connections that hold all of theirs hold no
+/// link back, neither its hello nor its frames, and one link's frames held hold no other link
+/// back either.
+#[tokio::test]
+async fn links_are_not_held_back_by_frames_held_from_plain_connections_or_other_links() {
+    let cluster = Cluster::new(&[1, 2, 3]);
+    let cfg = TransportConfig {
+        plain_inbound_bytes: MAX,
+        link_inbound_bytes: MAX + link::TAG_LEN,
+        ..config()
+    };
+    let (b, mut b_rx) = Transport::bind_with_links(any(), cfg, cluster.keys(2))
+        .await
+        .unwrap();
+    cluster.listens(2, b.local_addr());
+    // A plain connection fills the plain budget and has another frame waiting for room.
+    let mut plain = TcpStream::connect(b.local_addr()).await.unwrap();
+    for fill in [7, 8] {
+        write_raw_frame(&mut plain, &[fill; MAX]).await;
+    }
+    let held_plain = recv(&mut b_rx).await;
+    assert_eq!((held_plain.frame[0], held_plain.link), (7, None));
+    // Node 1 fills its link's budget and has another frame waiting for room.
+    let (a, _a_rx) = cluster.bind(1, any()).await;
+    a.send(b.local_addr(), vec![1; MAX]);
+    a.send(b.local_addr(), vec![2; MAX]);
+    let held_link = recv(&mut b_rx).await;
+    assert_eq!((held_link.frame[0], held_link.link), (1, Some(1)));
+    // Node 3 still gets its link and its frames through.
+    let (c, _c_rx) = cluster.bind(3, any()).await;
+    for seq in 0..3 {
+        c.send(b.local_addr(), numbered(seq));
+        let inbound = recv(&mut b_rx).await;
+        assert_eq!((seq_of(&inbound.frame), inbound.link), (seq, Some(3)));
+    }
+    // The waiting frames come once the held ones are dropped.
+    drop(held_link);
+    let next = recv(&mut b_rx).await;
+    assert_eq!((next.frame[0], next.link), (2, Some(1)));
+    drop(held_plain);
+    let next = recv(&mut b_rx).await;
+    assert_eq!((next.frame[0], next.link), (8, None));
+    for t in [a, b, c] {
         t.shutdown().await;
     }
 }

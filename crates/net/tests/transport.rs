@@ -376,6 +376,59 @@ async fn connections_from_one_address_beyond_its_cap_are_closed_and_others_still
     b.shutdown().await;
 }
 
+/// Frames from plain connections hold at most `plain_inbound_bytes` together, whoever sends
+/// them: a connection whose next frame does not fit waits (TCP pushes back) until the consumer
+/// drops frames, and then every frame gets through, each connection's in order.
+#[tokio::test]
+async fn plain_frames_hold_at_most_their_byte_budget_and_wait_for_room() {
+    const FRAME: usize = 1000;
+    let cfg = TransportConfig {
+        max_frame: FRAME,
+        plain_inbound_bytes: 3 * FRAME,
+        ..config()
+    };
+    let (t, mut rx) = bind(cfg).await;
+    let mut a = TcpStream::connect(t.local_addr()).await.unwrap();
+    let mut b = TcpStream::connect(t.local_addr()).await.unwrap();
+    for seq in 0..4u8 {
+        write_raw_frame(&mut a, &[seq; FRAME]).await;
+    }
+    for seq in 4..6u8 {
+        write_raw_frame(&mut b, &[seq; FRAME]).await;
+    }
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(recv(&mut rx).await);
+    }
+    assert_eq!(t.queue_depths().plain_inbound_bytes, 3 * FRAME);
+    assert_metrics(
+        &t,
+        &[
+            ("transport_plain_inbound_bytes", 3000),
+            ("transport_plain_inbound_capacity", 3000),
+        ],
+    );
+    // Nothing more is read while the consumer holds what fills the budget.
+    assert!(timeout(Duration::from_millis(300), rx.recv())
+        .await
+        .is_err());
+    assert_eq!(t.queue_depths().inbound, 0);
+    let mut seen: Vec<u8> = held.iter().map(|f| f.frame[0]).collect();
+    while seen.len() < 6 {
+        // Each frame the consumer drops makes room for one more.
+        held.remove(0);
+        let next = recv(&mut rx).await;
+        assert!(t.queue_depths().plain_inbound_bytes <= 3 * FRAME);
+        seen.push(next.frame[0]);
+        held.push(next);
+    }
+    let from_a: Vec<u8> = seen.iter().copied().filter(|s| *s < 4).collect();
+    let from_b: Vec<u8> = seen.iter().copied().filter(|s| *s >= 4).collect();
+    assert_eq!((from_a, from_b), (vec![0, 1, 2, 3], vec![4, 5]));
+    drop(held);
+    assert_eq!(t.queue_depths().plain_inbound_bytes, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_toward_dead_or_stalled_peers_drops_and_never_delays_a_live_peer() {
     const QUEUE: usize = 16;

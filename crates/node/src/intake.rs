@@ -24,6 +24,11 @@ use tokio::sync::mpsc;
 /// Frames taken from the transport at once, at most: a batch check gains little beyond this,
 /// and a core should not hold other messages back for long.
 const BURST: usize = 64;
+/// A burst takes no more frames once it holds this many bytes (it always takes one): what its
+/// frames decode to is held until the core took it, and a frame of minimal items decodes to
+/// 15 to 25 times its size, so 64 frames of up to 16 MiB each could decode to gigabytes. Under
+/// load a burst's frames are a few kilobytes each, far below it.
+const BURST_BYTES: usize = 4 << 20;
 
 /// One step of work for the event loop. (Not boxed: an item lives for one step, on the stack,
 /// and most are messages.)
@@ -75,15 +80,22 @@ impl Intake {
     /// The next message, or the batched messages of one kind of the next burst; `None` once
     /// the transport is gone. Frames that do not decode are counted (`metrics`) and skipped.
     ///
-    /// Cancel-safe (for `select!`): the only await is the receiver's `recv_many`, and nothing
+    /// Cancel-safe (for `select!`): the only await is the receiver's `recv`, and nothing
     /// taken from it is held across an await.
     pub async fn next(&mut self, metrics: &Metrics) -> Option<Item> {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return Some(item);
             }
-            if self.inbound.recv_many(&mut self.frames, BURST).await == 0 {
-                return None;
+            let first = self.inbound.recv().await?;
+            let mut bytes = first.frame.len();
+            self.frames.push(first);
+            while self.frames.len() < BURST && bytes < BURST_BYTES {
+                let Ok(next) = self.inbound.try_recv() else {
+                    break;
+                };
+                bytes += next.frame.len();
+                self.frames.push(next);
             }
             let (mut requests, mut replies, mut commit_dbs) = (Vec::new(), Vec::new(), Vec::new());
             let mut others = Vec::new();
@@ -142,6 +154,7 @@ mod tests {
             from: "127.0.0.1:9".parse().unwrap(),
             frame: Envelope::encode(message),
             link,
+            reserved: net::Reserved::default(),
         }
     }
 
@@ -241,5 +254,34 @@ mod tests {
             panic!("the frame as it is");
         };
         assert_eq!(message, together);
+    }
+
+    /// A burst takes no more frames once it holds `BURST_BYTES`: the rest wait for the next.
+    #[tokio::test]
+    async fn a_burst_stops_at_its_byte_bound() {
+        let metrics = Metrics::register(&mut net::metrics::Registry::default());
+        let key = proto::SigningKey::from_seed([1; 32]);
+        let request = |client, size| {
+            proto::Request::signed(proto::ClientId(client), 1, vec![0], vec![7; size], &key)
+        };
+        let (tx, rx) = mpsc::channel(8);
+        let large = BURST_BYTES * 3 / 4;
+        for (client, size) in [(1, large), (2, large), (3, 8)] {
+            let frame = inbound(&Message::Request(request(client, size)), None);
+            tx.send(frame).await.unwrap();
+        }
+        let batches = Batches {
+            requests: true,
+            ..Batches::default()
+        };
+        let mut intake = Intake::new(rx, batches);
+        let mut bursts = Vec::new();
+        for _ in 0..2 {
+            let Some(Item::Requests(requests)) = intake.next(&metrics).await else {
+                panic!("requests");
+            };
+            bursts.push(requests.iter().map(|r| r.client.0).collect::<Vec<_>>());
+        }
+        assert_eq!(bursts, [vec![1, 2], vec![3]]);
     }
 }

@@ -460,7 +460,13 @@ async fn read_loop(
     shared: Arc<Shared>,
 ) {
     loop {
-        let Inbound { from, frame, link } = tokio::select! {
+        // The frame's place in its connection's budget goes back after this round.
+        let Inbound {
+            from,
+            frame,
+            link,
+            reserved: _reserved,
+        } = tokio::select! {
             inbound = inbound.recv() => match inbound {
                 Some(inbound) => inbound,
                 None => return,
