@@ -313,8 +313,8 @@ impl PrimaryCore {
     }
 
     /// A client request arrived. The retransmission of a request already ordered re-broadcasts
-    /// its PREPARE (once per tick): that PREPARE may be the last one and lost by everyone, a gap
-    /// no replica can see.
+    /// our latest proposal (once per tick): its PREPARE may be the last one and lost by
+    /// everyone, a gap no replica can see.
     pub fn on_request(&mut self, request: Request) -> Result<Vec<Action>, Rejection> {
         let mut results = self.on_requests(vec![request]);
         results.pop().expect("one request in, one result out")
@@ -491,6 +491,15 @@ impl PrimaryCore {
         self.next_batch()
     }
 
+    /// A retransmission of the request `ordered_in` says we ordered last for its client: a
+    /// replica may have lost its PREPARE, and if that was our last one, no later PREPARE shows
+    /// it the gap. So we broadcast our **latest** proposal again, at most once per tick (and
+    /// once more for each proposal sent since): a replica that lacks the request's PREPARE
+    /// either gets it (it was the latest) or holds a PREPARE past the gap and fetches the rest
+    /// itself (`FetchPrepares`). Re-sending the request's own PREPARE instead cost one
+    /// broadcast per request and tick, so whoever replayed every client's last request (every
+    /// replica and anyone on the path sees them) made us re-send up to all 4,096 PREPAREs we
+    /// keep, every tick (docs/protocol.md, "Byzantine input").
     fn retransmitted(&mut self, request: &Request) -> Result<Vec<Action>, Rejection> {
         let Some(&(timestamp, counter)) = self.ordered_in.get(&request.client) else {
             return Err(Rejection::Duplicate);
@@ -498,8 +507,11 @@ impl PrimaryCore {
         if timestamp != request.timestamp {
             return Err(Rejection::Duplicate);
         }
-        match self.recent.get(&counter) {
-            Some(proposal) if self.rebroadcast.insert(counter) => {
+        if !self.recent.contains_key(&counter) {
+            return Ok(Vec::new());
+        }
+        match self.recent.last_key_value() {
+            Some((&latest, proposal)) if self.rebroadcast.insert(latest) => {
                 Ok(vec![Action::Broadcast(proposal.clone())])
             }
             _ => Ok(Vec::new()),
@@ -896,6 +908,26 @@ mod tests {
             p.on_request(request(1, 1, &[0])),
             Ok(vec![Action::Broadcast(prepare)])
         );
+    }
+
+    /// A retransmission of any recent request re-sends the latest PREPARE, once per tick for
+    /// all of them: replaying every client's last request costs the primary one broadcast per
+    /// tick, not one per request, and a replica that lacks an older PREPARE sees the gap.
+    #[test]
+    fn retransmissions_resend_the_latest_prepare_once_per_tick_whoever_sends_them() {
+        let mut p = primary(1);
+        let sent = prepares_of(&mut p, 4);
+        let latest = sent.last().unwrap().clone();
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            for client in 1..=4 {
+                out.extend(p.on_request(request(client, 1, &[0])).unwrap());
+            }
+            assert_eq!(out, vec![Action::Broadcast(latest.clone())]);
+            p.on_tick();
+        }
+        // Only a retransmission of the client's latest ordered request counts.
+        assert_eq!(p.on_request(request(1, 0, &[0])), Err(Rejection::Duplicate));
     }
 
     /// The PREPAREs of `n` requests of one entry each (each a full batch: never held back), in
