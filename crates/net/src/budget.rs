@@ -30,7 +30,7 @@ impl Budget {
             .await
             .expect("a budget's semaphore is never closed");
         Reserved {
-            _bytes: Some(Arc::new(permit)),
+            _bytes: Some(permit),
         }
     }
 
@@ -40,20 +40,11 @@ impl Budget {
     }
 }
 
-/// One frame's bytes in its connection's budget: given back when the last copy of the
+/// One frame's bytes in its connection's budget: given back when the
 /// [`Inbound`](crate::Inbound) that holds it is dropped. Frames made outside the transport
 /// (tests of a consumer) hold none ([`Reserved::default`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Reserved {
     /// Held for its drop, which gives the bytes back.
-    _bytes: Option<Arc<OwnedSemaphorePermit>>,
+    _bytes: Option<OwnedSemaphorePermit>,
 }
-
-/// Not part of what a frame is: two frames with the same bytes from the same connection are
-/// equal whatever they hold.
-impl PartialEq for Reserved {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for Reserved {}

@@ -66,7 +66,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 
 /// One frame received, with the connection it came on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Inbound {
     /// Source address of the TCP connection (the peer's ephemeral port, not its listen
     /// address). Informational: the protocol identifies senders by their signatures, or by
@@ -80,8 +80,8 @@ pub struct Inbound {
     pub link: Option<u64>,
     /// The frame's bytes in its connection's inbound budget
     /// ([`TransportConfig::plain_inbound_bytes`], [`TransportConfig::link_inbound_bytes`]),
-    /// given back when this (and every clone of it) is dropped: a consumer that holds frames
-    /// holds back the connections they came on.
+    /// given back when this is dropped: a consumer that holds frames holds back the
+    /// connections they came on.
     pub reserved: Reserved,
 }
 
