@@ -20,7 +20,7 @@ use proto::{
     chain, chain_start, Anchor, Base, Checkpoint, ClientId, Commit, CommitDb, Decided, EpochClose,
     Execution, GroupId, Join, Lineage, NewView, NodeId, PartitionRule, Prepare, Proposal,
     RecoveryState, Reply, ReplyCommitDb, ReqViewChange, Request, RequestBody, Signature,
-    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL,
+    SigningKey, View, ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, VIEW_CHANGE_SPAN,
 };
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -1116,13 +1116,15 @@ impl ReplicaCore {
                 true => Base::Named(h.lineage),
                 false => Base::Carried(bytes.clone()),
             });
+            // Up to the span: we committed none beyond it.
+            let last = stable.slot.saturating_add(VIEW_CHANGE_SPAN);
             let body = ViewChangeBody {
                 checkpoint: stable.proof.clone(),
                 base,
-                prepares: self
-                    .history
+                prepares: h
                     .since_base
                     .iter()
+                    .take_while(|p| h.base_slot + (p.ui.counter - h.base_counter) <= last)
                     .map(|p| (**p).clone())
                     .collect(),
                 log: self.log.clone(),
@@ -1150,8 +1152,9 @@ impl ReplicaCore {
             return Vec::new();
         }
         while let Some(&slot) = self.to_warrant.front() {
-            // The high watermark: wait for our CHECKPOINT two intervals below.
-            if !self.checkpoints.may_commit(slot) {
+            // The high watermark: wait for our CHECKPOINT two intervals below; and for a stable
+            // checkpoint within the span our VIEW-CHANGE may show.
+            if !self.checkpoints.may_commit(slot) || !self.within_span(slot) {
                 return Vec::new();
             }
             self.to_warrant.pop_front();
@@ -1172,6 +1175,15 @@ impl ReplicaCore {
             return vec![Action::Warrant { bytes }];
         }
         Vec::new()
+    }
+
+    /// Whether we may COMMIT `slot`: our view's NEW-VIEW slot, or a PREPARE's within
+    /// [`VIEW_CHANGE_SPAN`] of our stable checkpoint. Our VIEW-CHANGE then shows every PREPARE
+    /// we committed and leaves out those beyond the span, which a checker would refuse
+    /// (docs/protocol.md, "Bounded VIEW-CHANGEs").
+    fn within_span(&self, slot: u64) -> bool {
+        let stable = self.checkpoints.stable().slot;
+        slot <= self.history.base_slot || slot <= stable.saturating_add(VIEW_CHANGE_SPAN)
     }
 
     /// The candidates our CHECKPOINT at `slot` (of `lineage`) says we followed: those whose
@@ -1360,6 +1372,8 @@ impl ReplicaCore {
             .map_err(Reject::Warrant)?;
         if let Some(stable) = self.checkpoints.vote(checkpoint) {
             self.collect_garbage(stable);
+            // COMMITs may be waiting for the span to move.
+            return Ok(self.next_warrant());
         }
         Ok(Vec::new())
     }
@@ -1431,6 +1445,7 @@ impl ReplicaCore {
                     self.checkpoints.delivered(&c);
                     if let Some(stable) = self.checkpoints.vote(c) {
                         self.collect_garbage(stable);
+                        actions.extend(self.next_warrant());
                     }
                 }
             }

@@ -7,6 +7,7 @@ use proto::config::Cluster;
 use proto::{
     chain, chain_start, Anchor, Base, Checkpoint, Commit, Lineage, NewView, NodeId, Prepare,
     StableCheckpoint, View, ViewChange, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    VIEW_CHANGE_SPAN,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -61,6 +62,8 @@ pub enum Invalid {
     Incarnation,
     #[error("the log starts at a CHECKPOINT that f+1 members of the group do not report as the sender's first at its slot")]
     Anchor,
+    #[error("a PREPARE shown is more than VIEW_CHANGE_SPAN slots past the stable checkpoint (a correct replica commits none there, and leaves them out)")]
+    Span,
 }
 
 /// The primary of a view: the candidates take turns.
@@ -296,13 +299,19 @@ impl Checker {
             {
                 return Err(Invalid::Prepare);
             }
-            let slot = base_slot + (counter - base_counter);
+            let slot = base_slot.saturating_add(counter - base_counter);
             // The next slot after the checkpoint and the slots so far: a correct replica took
             // every counter of the view's primary up to its last PREPARE as a PREPARE of the
             // view, so a gap (a null run a checker would have to expand) is never one's.
             let index = slot.saturating_sub(low.slot) as usize;
             if index != slots.len() + 1 {
                 return Err(Invalid::Prepare);
+            }
+            // Beyond the span a correct replica commits nothing and shows nothing, so a longer
+            // history (a Byzantine sender's) is refused before it costs a warrant check
+            // (docs/protocol.md, "Bounded VIEW-CHANGEs").
+            if slot > low.slot.saturating_add(VIEW_CHANGE_SPAN) {
+                return Err(Invalid::Span);
             }
             dir.verify_ui(primary_usig, &p.own_warranted_bytes(), &p.ui)
                 .map_err(|_| Invalid::Prepare)?;
@@ -1017,6 +1026,26 @@ mod tests {
         let big = warranted_prepare(&mut usig(NodeId(0)), View(0), epoch, NodeId(0), entries);
         let refused = Checker::new(cluster.clone()).view_change(&member(&cluster, 101, 0, &[big]));
         assert_eq!(refused.err(), Some(Invalid::Prepare));
+    }
+
+    /// A VIEW-CHANGE may show PREPAREs up to [`VIEW_CHANGE_SPAN`] slots past its stable
+    /// checkpoint, no further: a correct replica commits none beyond and leaves them out.
+    #[test]
+    fn a_view_change_that_shows_prepares_beyond_the_span_is_refused() {
+        let cluster = cluster();
+        let all = prepares(VIEW_CHANGE_SPAN + 1);
+        let mut checker = Checker::new(cluster.clone());
+        let within = view_change(
+            &mut usig(NodeId(101)),
+            101,
+            0,
+            all[..all.len() - 1].to_vec(),
+            vec![],
+        );
+        let shown = checker.view_change(&within).unwrap();
+        assert_eq!(shown.slots.len() as u64, VIEW_CHANGE_SPAN);
+        let beyond = view_change(&mut usig(NodeId(101)), 101, 0, all, vec![]);
+        assert_eq!(checker.view_change(&beyond).err(), Some(Invalid::Span));
     }
 
     #[test]

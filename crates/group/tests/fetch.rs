@@ -162,11 +162,16 @@ fn a_reversed_fetch_commits_range_is_refused_without_a_panic() {
 
 /// Member 101 after `empty` PREPAREs without work for the group and one with work: its COMMIT
 /// for that last slot is there to fetch, and so are the CHECKPOINTs it warranted on the way.
+/// Member 102's CHECKPOINTs make them stable, so that the last slot is within the span a
+/// replica COMMITs in.
 fn committed_after(empty: usize) -> (ReplicaCore, u64) {
     let mut g = common::Group::new();
     for _ in 0..empty {
         let p = g.primary.empty();
         assert!(g.replica.prepare(&p).commits.is_empty());
+        for checkpoint in g.peer.prepare(&p).checkpoints {
+            g.replica.checkpoint(checkpoint).unwrap();
+        }
     }
     let p = g.primary.prepare();
     let commits = g.replica.prepare(&p).commits;

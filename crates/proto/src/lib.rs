@@ -32,5 +32,5 @@ pub use recovery::{Incarnation, Join, RecoveryRequest, RecoveryState};
 pub use state::{DbCheckpoint, StateChunk, StateRequest, TableRows, Value, MAX_CHUNK_BYTES};
 pub use view::{
     Anchor, Base, Checkpoint, Lineage, NewView, Proposal, ReqViewChange, StableCheckpoint,
-    ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS,
+    ViewChange, ViewChangeBody, Warranted, CHECKPOINT_INTERVAL, MAX_NESTED_VIEWS, VIEW_CHANGE_SPAN,
 };

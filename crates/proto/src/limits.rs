@@ -16,6 +16,8 @@
 use crate::batch::MAX_BATCH;
 use crate::config::Cluster;
 use crate::message::{Prepare, Request};
+#[cfg(doc)]
+use crate::VIEW_CHANGE_SPAN;
 
 /// The largest operation a request may carry, in bytes: the gateway's largest form body, and
 /// some fifty times a TPC-C New-Order's.
@@ -26,10 +28,10 @@ pub const MAX_REQUEST_PARTITIONS: usize = 256;
 
 /// The most request bytes ([`request_bytes`]) a correct primary puts in one PREPARE; it always
 /// takes at least one request, which is at most [`MAX_OPERATION_BYTES`] and its overhead. About
-/// three times what 64 TPC-C New-Orders take, so batching is not cut short by it in practice;
-/// small enough that a VIEW-CHANGE showing the few hundred PREPAREs after a stable checkpoint
-/// stays within a frame.
-pub const MAX_PREPARE_REQUEST_BYTES: usize = 64 << 10;
+/// twice what 64 TPC-C New-Orders count at most, so batching at the default `--max-batch` is
+/// not cut short by it; small enough that the [`VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may
+/// show fit three quarters of a 16 MiB frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
+pub const MAX_PREPARE_REQUEST_BYTES: usize = 48 << 10;
 
 /// The most requests of one PREPARE, and so the largest `--max-batch` a primary may be started
 /// with (as many as the request bytes allow at the least overhead); and the most JOINs (a
@@ -131,6 +133,45 @@ mod tests {
         assert!(!r.within_limits(100_000));
         r.partitions.pop();
         assert!(r.within_limits(100_000));
+    }
+
+    /// A PREPARE at the limits of an eight-group cluster: `requests`, and a JOIN of every
+    /// replica (what a faulty primary can put in each one).
+    fn at_the_limits(cluster: &Cluster, requests: Vec<Request>) -> Prepare {
+        let mut prepare = prepare(requests);
+        let epoch = cluster.epoch();
+        prepare.joins = (cluster.config.replicas.iter())
+            .map(|r| {
+                let replica = NodeId(r.id);
+                let bytes = crate::Join::warranted_bytes(replica, epoch);
+                let ui = usig::Usig::create_ui(&mut crate::testing::usig(replica), &bytes);
+                crate::Join {
+                    replica,
+                    config_epoch: epoch,
+                    ui: ui.unwrap(),
+                }
+            })
+            .collect();
+        assert!(prepare.within_limits(cluster));
+        prepare
+    }
+
+    /// The [`crate::VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may show, each as large as the
+    /// limits let it encode, fit three quarters of a 16 MiB frame: the rest is for its log,
+    /// stable checkpoint and anchors (docs/protocol.md, "Bounded VIEW-CHANGEs").
+    #[test]
+    fn the_prepares_a_view_change_may_show_fit_three_quarters_of_a_frame() {
+        let cluster = crate::testing::TestCluster::new(1, 8, 16, 4).cluster;
+        // The most entries (requests of the least counted size), and one request as large as
+        // any may be, declaring every partition.
+        let least = request(0);
+        let many = vec![least.clone(); MAX_PREPARE_REQUEST_BYTES / request_bytes(&least)];
+        let mut largest = request(MAX_OPERATION_BYTES);
+        largest.partitions = (0..16).collect();
+        let encoded = [many, vec![largest]]
+            .map(|requests| crate::message::canonical(&at_the_limits(&cluster, requests)).len());
+        let shown = *encoded.iter().max().unwrap() * crate::VIEW_CHANGE_SPAN as usize;
+        assert!(shown <= 12 << 20, "{encoded:?}: {shown} bytes");
     }
 
     #[test]

@@ -9,8 +9,8 @@ use group::render::Renderer;
 use proto::config::Cluster;
 use proto::testing::{node_key, request, usig, warranted_prepare, BytesArePartitions, TestCluster};
 use proto::{
-    Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, ReqViewChange, Signature, View,
-    ViewChange,
+    Checkpoint, Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, ReqViewChange, Signature,
+    View, ViewChange,
 };
 use std::sync::Arc;
 use usig::soft::SoftUsig;
@@ -131,6 +131,8 @@ pub struct Outcome {
     pub asked: Vec<View>,
     /// Its VIEW-CHANGEs, warranted.
     pub view_changes: Vec<ViewChange>,
+    /// Its CHECKPOINTs, warranted.
+    pub checkpoints: Vec<Checkpoint>,
 }
 
 impl Member {
@@ -150,6 +152,12 @@ impl Member {
     /// A peer's COMMIT.
     pub fn commit(&mut self, commit: Commit) -> Result<Outcome, Reject> {
         let actions = self.core.on_commit(commit)?;
+        Ok(self.settle(actions))
+    }
+
+    /// A CHECKPOINT of a member of the group.
+    pub fn checkpoint(&mut self, checkpoint: Checkpoint) -> Result<Outcome, Reject> {
+        let actions = self.core.on_checkpoint(checkpoint)?;
         Ok(self.settle(actions))
     }
 
@@ -179,6 +187,10 @@ impl Member {
                     }
                     Action::SendCommit { to: None, commit } => outcome.commits.push(*commit),
                     Action::SendReqViewChange(req) => outcome.asked.push(req.next_view),
+                    Action::SendCheckpoint {
+                        to: None,
+                        checkpoint,
+                    } => outcome.checkpoints.push(checkpoint),
                     Action::SendViewChange {
                         to: None,
                         view_change,
