@@ -184,7 +184,7 @@ impl Seeds {
         let body = ViewChangeBody {
             checkpoint: Some(self.stable()),
             base: base.map(|nv| proto::Base::Carried(nv.encode())),
-            prepares: vec![self.prepare.clone()],
+            prepares: vec![std::sync::Arc::new(self.prepare.clone())],
             log: vec![
                 Warranted::Commit(self.commit.stub()),
                 Warranted::ViewChange {

@@ -1125,7 +1125,7 @@ impl ReplicaCore {
                     .since_base
                     .iter()
                     .take_while(|p| h.base_slot + (p.ui.counter - h.base_counter) <= last)
-                    .map(|p| (**p).clone())
+                    .cloned()
                     .collect(),
                 log: self.log.clone(),
                 anchor_proof: self.log_start.1.clone(),

@@ -18,7 +18,7 @@ use usig::MessageDigest;
 /// its checkpoint (docs/protocol.md, "No null slots").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Slot {
-    Prepare(Prepare),
+    Prepare(Arc<Prepare>),
     /// The NEW-VIEW that starts a view, by digest.
     NewView(MessageDigest),
 }
@@ -588,7 +588,7 @@ mod tests {
         let body = ViewChangeBody {
             checkpoint: None,
             base: None,
-            prepares,
+            prepares: prepares.into_iter().map(Arc::new).collect(),
             log,
             anchor_proof: Vec::new(),
         };
@@ -614,7 +614,8 @@ mod tests {
     }
 
     fn slots_of(prepares: &[Prepare]) -> Vec<Slot> {
-        prepares.iter().cloned().map(Slot::Prepare).collect()
+        let shared = prepares.iter().cloned().map(Arc::new);
+        shared.map(Slot::Prepare).collect()
     }
 
     /// A member that processed `shown`, committed every slot of it, and shows it.

@@ -42,7 +42,7 @@ fn a_primary_that_spends_a_counter_on_another_view_is_refused_from_there_on() {
     // and checks out.
     let left = replica.asked_by(102, View(1));
     let vc = &left.view_changes[0];
-    assert_eq!(vc.body.prepares, vec![first]);
+    assert_eq!(vc.body.prepares, vec![std::sync::Arc::new(first)]);
     let shown = Checker::new(cluster).view_change(vc).unwrap();
     assert_eq!(shown.slots.len(), 1);
 }
@@ -65,6 +65,6 @@ fn a_primary_that_orders_a_request_over_the_size_limit_is_refused() {
     assert!(oversized.commits.is_empty());
     let left = replica.asked_by(102, View(1));
     let vc = &left.view_changes[0];
-    assert_eq!(vc.body.prepares, vec![first]);
+    assert_eq!(vc.body.prepares, vec![std::sync::Arc::new(first)]);
     assert!(Checker::new(cluster).view_change(vc).is_ok());
 }

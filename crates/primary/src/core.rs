@@ -104,6 +104,14 @@ pub struct PrimaryCore {
     /// sender's latest only, so a Byzantine replica's VIEW-CHANGEs for view after view take no
     /// more room than one.
     view_changes: BTreeMap<View, BTreeMap<NodeId, ViewChange>>,
+    /// The encoded size of each sender's kept VIEW-CHANGE: a NEW-VIEW takes the smallest f+1 of
+    /// each group, so that a Byzantine sender's padded one is left out once enough others came.
+    view_change_bytes: BTreeMap<NodeId, usize>,
+    /// The most bytes a NEW-VIEW may encode to ([`proto::limits::MAX_NEW_VIEW_BYTES`]).
+    max_new_view_bytes: usize,
+    /// The last choice of VIEW-CHANGEs (view, and each sender with its VIEW-CHANGE's size) found
+    /// too large for a NEW-VIEW: not encoded again while the choice stays the same.
+    oversized: Option<Choice>,
     /// The operator's RECONFIGURE, admitted and not yet warranted.
     reconfigure: Option<Reconfigure>,
     /// The warrant counter of the PREPARE that ordered a RECONFIGURE (ours, or in a new view's
@@ -116,6 +124,10 @@ pub struct PrimaryCore {
     /// The client batch roots already checked (docs/protocol.md, "Batch-signed REQUESTs").
     roots: RootCache,
 }
+
+/// A choice of VIEW-CHANGEs for a NEW-VIEW: its view, and each sender with its VIEW-CHANGE's
+/// encoded size.
+type Choice = (View, Vec<(NodeId, usize)>);
 
 impl PrimaryCore {
     /// A candidate in `view` (the primary if it is that view's), batching at most `max_batch`
@@ -144,6 +156,9 @@ impl PrimaryCore {
             checker: Checker::new(cluster.clone()),
             cluster,
             view_changes: BTreeMap::new(),
+            view_change_bytes: BTreeMap::new(),
+            max_new_view_bytes: proto::limits::MAX_NEW_VIEW_BYTES,
+            oversized: None,
             reconfigure: None,
             closed_at: None,
             frozen: false,
@@ -261,6 +276,8 @@ impl PrimaryCore {
             by_sender.remove(&vc.replica);
             !by_sender.is_empty()
         });
+        let bytes = vc.encoded_len();
+        self.view_change_bytes.insert(vc.replica, bytes);
         self.view_changes
             .entry(next)
             .or_default()
@@ -268,26 +285,43 @@ impl PrimaryCore {
         Ok(self.next_batch())
     }
 
-    /// The VIEW-CHANGEs of the latest view that has f+1 from every group, f+1 per group. Every
-    /// view is looked at, not only the highest kept: a Byzantine replica's VIEW-CHANGE for a view
-    /// far ahead must not hide the quorum the correct replicas gathered for an earlier one.
-    fn new_view_quorum(&self) -> Option<(View, Vec<ViewChange>)> {
+    /// The VIEW-CHANGEs of the latest view that has f+1 from every group whose NEW-VIEW fits
+    /// [`proto::limits::MAX_NEW_VIEW_BYTES`]: the smallest f+1 of each group. Every view is
+    /// looked at, not only the highest kept: a Byzantine replica's VIEW-CHANGE for a view far
+    /// ahead must not hide the quorum the correct replicas gathered for an earlier one. A choice
+    /// too large waits for more VIEW-CHANGEs: the correct ones fit (docs/protocol.md, "Bounded
+    /// VIEW-CHANGEs"), and a Byzantine sender's padded one must not hold the view back.
+    fn new_view_quorum(&mut self) -> Option<(View, Vec<ViewChange>)> {
         let quorum = self.cluster.config.f + 1;
-        self.view_changes.iter().rev().find_map(|(&view, changes)| {
+        let bytes = |vc: &ViewChange| self.view_change_bytes.get(&vc.replica).map_or(0, |&b| b);
+        let mut found = None;
+        for (&view, changes) in self.view_changes.iter().rev() {
             let mut chosen = Vec::new();
             for g in &self.cluster.config.groups {
-                let of_group: Vec<&ViewChange> = changes
-                    .values()
-                    .filter(|vc| vc.group.0 == g.id)
-                    .take(quorum)
-                    .collect();
+                let mut of_group: Vec<&ViewChange> =
+                    changes.values().filter(|vc| vc.group.0 == g.id).collect();
                 if of_group.len() < quorum {
-                    return None;
+                    break;
                 }
-                chosen.extend(of_group.into_iter().cloned());
+                of_group.sort_by_key(|vc| (bytes(vc), vc.replica));
+                chosen.extend(of_group.into_iter().take(quorum).cloned());
             }
-            Some((view, chosen))
-        })
+            if chosen.len() < quorum * self.cluster.config.groups.len() {
+                continue;
+            }
+            let senders = chosen.iter().map(|vc| (vc.replica, bytes(vc))).collect();
+            let choice = Some((view, senders));
+            if self.oversized == choice {
+                continue;
+            }
+            if NewView::encoded_len(&chosen) > self.max_new_view_bytes {
+                self.oversized = choice;
+                continue;
+            }
+            found = Some((view, chosen));
+            break;
+        }
+        found
     }
 
     /// A restarted replica's JOIN: ordered with the next PREPARE if this candidate is the primary
@@ -878,6 +912,71 @@ mod tests {
         };
         assert_eq!(nv.view, View(3));
         assert_eq!(p.view(), View(3));
+    }
+
+    /// `replica` of group 0 asks to move to view 3 after warranting 40 other VIEW-CHANGEs,
+    /// which its log must list: a VIEW-CHANGE some kilobytes larger than one with nothing
+    /// before it.
+    fn padded_view_change(replica: u32) -> ViewChange {
+        let (replica, group) = (NodeId(replica), GroupId(0));
+        let mut who = proto::testing::usig(replica);
+        let log = (0..40)
+            .map(|i| {
+                let body = usig::MessageDigest::of(&[i]);
+                let bytes = ViewChange::warranted_bytes(replica, group, View(1), &body);
+                let ui = usig::Usig::create_ui(&mut who, &bytes).unwrap();
+                proto::Warranted::ViewChange {
+                    next_view: View(1),
+                    body,
+                    ui,
+                }
+            })
+            .collect();
+        let body = proto::ViewChangeBody {
+            checkpoint: None,
+            base: None,
+            prepares: Vec::new(),
+            log,
+            anchor_proof: Vec::new(),
+        };
+        let bytes = ViewChange::warranted_bytes(replica, group, View(3), &body.digest());
+        ViewChange {
+            replica,
+            group,
+            next_view: View(3),
+            body,
+            ui: usig::Usig::create_ui(&mut who, &bytes).unwrap(),
+        }
+    }
+
+    /// A Byzantine member's VIEW-CHANGE padded past what a NEW-VIEW may hold is among the first
+    /// f+1 of its group: the candidate waits for another, and builds its NEW-VIEW from the
+    /// smallest f+1 of each group.
+    #[test]
+    fn a_new_view_is_built_from_the_smallest_view_changes_and_only_if_it_fits() {
+        let mut p = primary(8);
+        let padded = padded_view_change(101);
+        let small = view_change(102, 0, 3).encoded_len();
+        assert!(padded.encoded_len() > 20 * small);
+        p.max_new_view_bytes = 10 * small;
+        for vc in [
+            padded,
+            view_change(102, 0, 3),
+            view_change(201, 1, 3),
+            view_change(202, 1, 3),
+        ] {
+            assert_eq!(p.on_view_change(vc), Ok(Vec::new()));
+        }
+        let out = p.on_view_change(view_change(103, 0, 3)).unwrap();
+        let [Action::Warrant { bytes }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let out = p.warranted(warrant(bytes));
+        let [Action::Broadcast(Proposal::NewView(nv)), ..] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let senders: Vec<u32> = nv.view_changes.iter().map(|vc| vc.replica.0).collect();
+        assert_eq!(senders, vec![102, 103, 201, 202]);
     }
 
     #[test]

@@ -33,6 +33,12 @@ pub const MAX_REQUEST_PARTITIONS: usize = 256;
 /// show fit three quarters of a 16 MiB frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
 pub const MAX_PREPARE_REQUEST_BYTES: usize = 48 << 10;
 
+/// The most bytes a NEW-VIEW's encoding may take besides its warrant: a primary candidate
+/// warrants one only within it, under the transport's 16 MiB frame with a MiB to spare for the
+/// envelope and the warrant (a NEW-VIEW over the frame would never be sent, and its view never
+/// start).
+pub const MAX_NEW_VIEW_BYTES: usize = 15 << 20;
+
 /// The most requests of one PREPARE, and so the largest `--max-batch` a primary may be started
 /// with (as many as the request bytes allow at the least overhead); and the most JOINs (a
 /// correct primary's are one per replica at most).

@@ -6,12 +6,15 @@
 //! VIEW-CHANGEs, and decoding such a chain recursively would let a peer exhaust the stack with a
 //! deeply nested frame. Validators decode one level at a time and stop at [`MAX_NESTED_VIEWS`].
 //! A NEW-VIEW's encoding holds each carried base once, however many of its VIEW-CHANGEs carry
-//! it, so a chain of view changes grows linearly, not by a factor of f+1 per group each view.
+//! it, so a chain of view changes grows linearly, not by a factor of f+1 per group each view;
+//! and each PREPARE its VIEW-CHANGEs show once, shared again when decoded.
 
 use crate::crypto::{PublicKey, Signature, SigningKey};
 use crate::ids::{ConfigEpoch, GroupId, NodeId, View};
 use crate::message::{canonical, Commit, Prepare};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use usig::{MessageDigest, UniqueWarrant};
 
 /// How many accepted NEW-VIEWs a VIEW-CHANGE may carry inside one another (view changes that
@@ -232,8 +235,10 @@ pub struct ViewChangeBody {
     /// `None` while it is in view 0.
     pub base: Option<Base>,
     /// The PREPAREs of the base's view (view 0 without a base) it processed after the base, in
-    /// the primary's counter order.
-    pub prepares: Vec<Prepare>,
+    /// the primary's counter order, up to [`VIEW_CHANGE_SPAN`] slots past its stable
+    /// checkpoint. Shared: the VIEW-CHANGEs of a NEW-VIEW mostly show the same ones, and its
+    /// encoding holds each once.
+    pub prepares: Vec<Arc<Prepare>>,
     /// Every message it warranted before this VIEW-CHANGE, in counter order: from its first
     /// warrant, or from its own CHECKPOINT at least one interval below the stable checkpoint.
     pub log: Vec<Warranted>,
@@ -265,6 +270,11 @@ impl ViewChangeBody {
 }
 
 impl ViewChange {
+    /// How many bytes it encodes to (a candidate builds its NEW-VIEW from the smallest).
+    pub fn encoded_len(&self) -> usize {
+        canonical(self).len()
+    }
+
     /// What the replica's USIG warrants.
     pub fn warranted_bytes(
         replica: NodeId,
@@ -297,8 +307,11 @@ impl ViewChange {
 ///
 /// Its encoding stores each distinct carried base once ([`Base::Shared`] in the VIEW-CHANGEs):
 /// the VIEW-CHANGEs of one view usually carry the same base, and writing it once per
-/// VIEW-CHANGE made each NEW-VIEW (f+1)·groups times the size of the one before. Digests and
-/// warrants are over the decoded value, so the encoding changes nothing they cover.
+/// VIEW-CHANGE made each NEW-VIEW (f+1)·groups times the size of the one before. It stores each
+/// distinct PREPARE its VIEW-CHANGEs show once too, and they refer to it by index: they show
+/// mostly the same ones, up to [`VIEW_CHANGE_SPAN`] each, which (f+1)·groups times over would
+/// not fit a frame. Digests and warrants are over the decoded value, so the encoding changes
+/// nothing they cover.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewView {
     pub view: View,
@@ -349,6 +362,25 @@ impl NewView {
         canonical(self)
     }
 
+    /// How many bytes a NEW-VIEW of `view_changes` encodes to besides its warrant: what a
+    /// candidate checks against [`crate::limits::MAX_NEW_VIEW_BYTES`] before it warrants one.
+    pub fn encoded_len(view_changes: &[ViewChange]) -> usize {
+        let unwarranted = UniqueWarrant {
+            identity: usig::UsigId(0),
+            epoch: usig::Epoch(0),
+            counter: 0,
+            certificate: usig::Certificate::Soft { signature: [0; 64] },
+        };
+        let nv = NewView {
+            view: View(0),
+            config_epoch: ConfigEpoch(0),
+            primary: NodeId(0),
+            view_changes: view_changes.to_vec(),
+            ui: unwarranted,
+        };
+        canonical(&nv).len() - canonical(&nv.ui).len()
+    }
+
     /// Decodes a base carried by a VIEW-CHANGE (one level: the VIEW-CHANGEs inside keep theirs
     /// encoded).
     pub fn decode(bytes: &[u8]) -> Option<NewView> {
@@ -359,36 +391,132 @@ impl NewView {
 /// The most bytes a NEW-VIEW's shared bases may expand to when decoded (four 16 MiB frames).
 const MAX_EXPANDED_BASES: usize = 64 << 20;
 
-/// [`NewView`] as encoded: carried bases once each, in `bases`.
+/// [`NewView`] as encoded: carried bases once each, in `bases`, and the PREPAREs its
+/// VIEW-CHANGEs show once each, in `prepares`.
 #[derive(Serialize, Deserialize)]
 struct NewViewEncoding {
     view: View,
     config_epoch: ConfigEpoch,
     primary: NodeId,
     bases: Vec<Vec<u8>>,
-    view_changes: Vec<ViewChange>,
+    prepares: Vec<Arc<Prepare>>,
+    view_changes: Vec<SharedViewChange>,
     ui: UniqueWarrant,
+}
+
+/// A [`ViewChange`] inside a NEW-VIEW's encoding: its base a [`Base::Shared`] (or named), its
+/// PREPAREs indexes into the NEW-VIEW's table.
+#[derive(Serialize, Deserialize)]
+struct SharedViewChange {
+    replica: NodeId,
+    group: GroupId,
+    next_view: View,
+    checkpoint: Option<StableCheckpoint>,
+    base: Option<Base>,
+    prepares: Vec<u32>,
+    log: Vec<Warranted>,
+    anchor_proof: Vec<Checkpoint>,
+    ui: UniqueWarrant,
+}
+
+/// A decoded table of items: it must hold distinct items, in the order of their first use, each
+/// used (what `serialize` writes, so that a NEW-VIEW has one encoding). Items are told apart by
+/// digest, so that a large table costs no comparison of every pair.
+struct Table<T> {
+    items: Vec<T>,
+    /// The digests of the items introduced so far, to their index.
+    index: BTreeMap<MessageDigest, u32>,
+    /// How many items the references read so far have introduced.
+    used: usize,
+}
+
+impl<T: Clone> Table<T> {
+    fn new(items: Vec<T>) -> Self {
+        Table {
+            items,
+            index: BTreeMap::new(),
+            used: 0,
+        }
+    }
+
+    /// The item a reference names: an earlier one, or the next one, which must differ
+    /// from every earlier one.
+    fn resolve<E: serde::de::Error>(
+        &mut self,
+        at: u32,
+        what: &str,
+        digest: impl Fn(&T) -> MessageDigest,
+    ) -> Result<&T, E> {
+        let i = at as usize;
+        if i > self.used || i >= self.items.len() {
+            return Err(E::custom(format!(
+                "a VIEW-CHANGE names a {what} the NEW-VIEW lacks"
+            )));
+        }
+        if i == self.used {
+            if self.index.insert(digest(&self.items[i]), at).is_some() {
+                return Err(E::custom(format!("a NEW-VIEW's shared {what}s repeat one")));
+            }
+            self.used += 1;
+        }
+        Ok(&self.items[i])
+    }
+
+    /// Decoding is done: every item was used.
+    fn finish<E: serde::de::Error>(&self, what: &str) -> Result<(), E> {
+        match self.used == self.items.len() {
+            true => Ok(()),
+            false => Err(E::custom(format!(
+                "a NEW-VIEW holds a {what} no VIEW-CHANGE names"
+            ))),
+        }
+    }
 }
 
 impl Serialize for NewView {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut bases: Vec<Vec<u8>> = Vec::new();
+        let mut prepares: Vec<Arc<Prepare>> = Vec::new();
+        // The PREPAREs in the table at each warrant position: only those can be equal.
+        let mut by_position: BTreeMap<(NodeId, u64, u64), Vec<u32>> = BTreeMap::new();
+        let mut prepare_index = |p: &Arc<Prepare>| {
+            let position = (p.primary, p.ui.epoch.0, p.ui.counter);
+            let same = by_position.entry(position).or_default();
+            match same.iter().find(|&&i| prepares[i as usize] == *p) {
+                Some(&i) => i,
+                None => {
+                    prepares.push(p.clone());
+                    same.push(prepares.len() as u32 - 1);
+                    prepares.len() as u32 - 1
+                }
+            }
+        };
         let view_changes = self
             .view_changes
             .iter()
             .map(|vc| {
-                let mut vc = vc.clone();
-                if let Some(Base::Carried(bytes)) = &vc.body.base {
-                    let at = match bases.iter().position(|b| b == bytes) {
-                        Some(at) => at,
-                        None => {
+                let body = &vc.body;
+                let base = body.base.as_ref().map(|base| match base {
+                    Base::Carried(bytes) => {
+                        let at = bases.iter().position(|b| b == bytes).unwrap_or_else(|| {
                             bases.push(bytes.clone());
                             bases.len() - 1
-                        }
-                    };
-                    vc.body.base = Some(Base::Shared(at as u32));
+                        });
+                        Base::Shared(at as u32)
+                    }
+                    other => other.clone(),
+                });
+                SharedViewChange {
+                    replica: vc.replica,
+                    group: vc.group,
+                    next_view: vc.next_view,
+                    checkpoint: body.checkpoint.clone(),
+                    base,
+                    prepares: body.prepares.iter().map(&mut prepare_index).collect(),
+                    log: body.log.clone(),
+                    anchor_proof: body.anchor_proof.clone(),
+                    ui: vc.ui.clone(),
                 }
-                vc
             })
             .collect();
         NewViewEncoding {
@@ -396,6 +524,7 @@ impl Serialize for NewView {
             config_epoch: self.config_epoch,
             primary: self.primary,
             bases,
+            prepares,
             view_changes,
             ui: self.ui.clone(),
         }
@@ -406,45 +535,54 @@ impl Serialize for NewView {
 impl<'de> Deserialize<'de> for NewView {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let e = NewViewEncoding::deserialize(deserializer)?;
-        let mut view_changes = e.view_changes;
-        // Canonical only: each base once, in the order of first use, every one used (as
-        // `serialize` writes them). Each VIEW-CHANGE gets its own copy: bound what a small
-        // frame may expand to.
-        let non_canonical =
-            || serde::de::Error::custom("a NEW-VIEW's shared bases are not canonical");
-        let (mut used, mut expanded) = (0usize, 0usize);
-        for vc in &mut view_changes {
-            match &vc.body.base {
+        // Canonical only: each base and PREPARE once, in the order of first use, every one used
+        // (as `serialize` writes them). Each VIEW-CHANGE gets its own copy of a base: bound what
+        // a small frame may expand to. PREPAREs are shared, so they expand to nothing.
+        let mut bases = Table::new(e.bases);
+        let mut prepares = Table::new(e.prepares);
+        let mut expanded = 0usize;
+        let mut view_changes = Vec::with_capacity(e.view_changes.len());
+        for vc in e.view_changes {
+            let base = match vc.base {
                 Some(Base::Shared(at)) => {
-                    let at = *at as usize;
-                    let bytes = e.bases.get(at).filter(|_| at <= used).ok_or_else(|| {
-                        serde::de::Error::custom("a VIEW-CHANGE names a base the NEW-VIEW lacks")
-                    })?;
-                    if at == used {
-                        if e.bases[..used].contains(bytes) {
-                            return Err(non_canonical());
-                        }
-                        used += 1;
-                    }
+                    let of = |bytes: &Vec<u8>| MessageDigest::of(bytes);
+                    let bytes = bases.resolve::<D::Error>(at, "base", of)?;
                     expanded += bytes.len();
                     if expanded > MAX_EXPANDED_BASES {
                         return Err(serde::de::Error::custom(
                             "a NEW-VIEW's shared bases expand beyond the limit",
                         ));
                     }
-                    vc.body.base = Some(Base::Carried(bytes.clone()));
+                    Some(Base::Carried(bytes.clone()))
                 }
                 Some(Base::Carried(_)) => {
                     return Err(serde::de::Error::custom(
                         "a NEW-VIEW's VIEW-CHANGE carries its base outside the shared table",
                     ))
                 }
-                Some(Base::Named(_)) | None => {}
-            }
+                named => named,
+            };
+            let shown = vc.prepares.into_iter().map(|at| {
+                let of = |p: &Arc<Prepare>| p.digest();
+                prepares.resolve::<D::Error>(at, "PREPARE", of).cloned()
+            });
+            let body = ViewChangeBody {
+                checkpoint: vc.checkpoint,
+                base,
+                prepares: shown.collect::<Result<_, _>>()?,
+                log: vc.log,
+                anchor_proof: vc.anchor_proof,
+            };
+            view_changes.push(ViewChange {
+                replica: vc.replica,
+                group: vc.group,
+                next_view: vc.next_view,
+                body,
+                ui: vc.ui,
+            });
         }
-        if used != e.bases.len() {
-            return Err(non_canonical());
-        }
+        bases.finish::<D::Error>("base")?;
+        prepares.finish::<D::Error>("PREPARE")?;
         Ok(NewView {
             view: e.view,
             config_epoch: e.config_epoch,
@@ -515,6 +653,106 @@ impl Proposal {
         match self {
             Proposal::Prepare(p) => crate::Message::Prepare(p),
             Proposal::NewView(nv) => crate::Message::NewView(nv),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{first_view_change, request, usig, warranted_prepare};
+    use crate::PrepareEntry;
+    use usig::Usig;
+
+    /// `n` PREPAREs of view 0, each with one request of about 1 KB.
+    fn prepares(n: u64) -> Vec<Arc<Prepare>> {
+        let mut primary = usig(NodeId(0));
+        (1..=n)
+            .map(|ts| {
+                let entries = vec![PrepareEntry {
+                    group: GroupId(0),
+                    request: request(1, ts, &[0; 1000]),
+                }];
+                let epoch = ConfigEpoch(1);
+                Arc::new(warranted_prepare(
+                    &mut primary,
+                    View(0),
+                    epoch,
+                    NodeId(0),
+                    entries,
+                ))
+            })
+            .collect()
+    }
+
+    /// A NEW-VIEW of view 1 whose VIEW-CHANGEs show `shown[i]` each.
+    fn new_view(shown: Vec<Vec<Arc<Prepare>>>) -> NewView {
+        let view_changes: Vec<ViewChange> = (shown.into_iter().enumerate())
+            .map(|(i, prepares)| {
+                let body = ViewChangeBody {
+                    checkpoint: None,
+                    base: None,
+                    prepares,
+                    log: Vec::new(),
+                    anchor_proof: Vec::new(),
+                };
+                first_view_change(NodeId(101 + i as u32), GroupId(0), View(1), body)
+            })
+            .collect();
+        let epoch = ConfigEpoch(1);
+        let bytes = NewView::warranted_bytes(View(1), epoch, NodeId(1), &view_changes);
+        NewView {
+            view: View(1),
+            config_epoch: epoch,
+            primary: NodeId(1),
+            view_changes,
+            ui: usig(NodeId(1)).create_ui(&bytes).unwrap(),
+        }
+    }
+
+    /// Four VIEW-CHANGEs showing the same 40 PREPAREs (one with the first 30 only) encode them
+    /// once: the NEW-VIEW is about one VIEW-CHANGE's size, not four, and decodes to the same
+    /// value, its VIEW-CHANGEs sharing each PREPARE.
+    #[test]
+    fn a_new_view_encodes_each_prepare_its_view_changes_show_once() {
+        let all = prepares(40);
+        let one_view_change = canonical(&all).len();
+        let nv = new_view(vec![all.clone(), all.clone(), all[..30].to_vec(), all]);
+        let encoded = nv.encode();
+        assert!(
+            encoded.len() < one_view_change * 11 / 10,
+            "{}",
+            encoded.len()
+        );
+        let decoded = NewView::decode(&encoded).unwrap();
+        assert_eq!(decoded, nv);
+        let [a, b] = [0, 3].map(|i| &decoded.view_changes[i].body.prepares[7]);
+        assert!(Arc::ptr_eq(a, b));
+    }
+
+    /// The encoding of `nv` with its table and references rewritten by `edit`.
+    fn edited(nv: &NewView, edit: impl FnOnce(&mut NewViewEncoding)) -> Vec<u8> {
+        let mut e: NewViewEncoding = wire::decode(&nv.encode()).unwrap();
+        edit(&mut e);
+        canonical(&e)
+    }
+
+    /// Only the encoding `serialize` writes decodes: a PREPARE twice in the table, one no
+    /// VIEW-CHANGE names, a reference past the entries introduced so far or past the table.
+    #[test]
+    fn a_prepare_table_other_than_the_canonical_one_is_refused() {
+        let all = prepares(3);
+        let nv = new_view(vec![all.clone(), all[..2].to_vec()]);
+        assert_eq!(NewView::decode(&edited(&nv, |_| {})), Some(nv.clone()));
+        let twice = edited(&nv, |e| {
+            e.prepares.push(e.prepares[0].clone());
+            e.view_changes[1].prepares[0] = 3;
+        });
+        let unused = edited(&nv, |e| e.prepares.push(prepares(4)[3].clone()));
+        let ahead = edited(&nv, |e| e.view_changes[0].prepares.swap(0, 1));
+        let past = edited(&nv, |e| e.view_changes[1].prepares[1] = 9);
+        for refused in [twice, unused, ahead, past] {
+            assert_eq!(NewView::decode(&refused), None);
         }
     }
 }

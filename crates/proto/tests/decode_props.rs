@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use proto::config::Cluster;
 use proto::testing::TestCluster;
 use proto::*;
+use std::sync::Arc;
 use usig::{Certificate, Epoch, MessageDigest, TpmCertificate, UniqueWarrant, UsigId};
 use wire::testing::mutated;
 
@@ -228,7 +229,7 @@ fn view_change() -> impl Strategy<Value = ViewChange> {
             |(checkpoint, base, prepares, log, anchor_proof)| ViewChangeBody {
                 checkpoint,
                 base,
-                prepares,
+                prepares: prepares.into_iter().map(Arc::new).collect(),
                 log,
                 anchor_proof,
             },
@@ -250,14 +251,24 @@ fn new_view() -> impl Strategy<Value = NewView> {
         any::<u64>(),
         any::<u32>(),
         proptest::collection::vec(view_change(), 0..3),
+        any::<bool>(),
         warrant(),
     )
-        .prop_map(|(view, epoch, primary, view_changes, ui)| NewView {
-            view: View(view),
-            config_epoch: ConfigEpoch(epoch),
-            primary: NodeId(primary),
-            view_changes,
-            ui,
+        .prop_map(|(view, epoch, primary, mut view_changes, shared, ui)| {
+            // VIEW-CHANGEs of one NEW-VIEW mostly show the same PREPAREs, which its encoding
+            // holds once.
+            if let [first, second, ..] = &mut view_changes[..] {
+                if shared {
+                    second.body.prepares.clone_from(&first.body.prepares);
+                }
+            }
+            NewView {
+                view: View(view),
+                config_epoch: ConfigEpoch(epoch),
+                primary: NodeId(primary),
+                view_changes,
+                ui,
+            }
         })
 }
 
