@@ -304,16 +304,18 @@ impl PrimaryCore {
                     break;
                 }
                 of_group.sort_by_key(|vc| (bytes(vc), vc.replica));
-                chosen.extend(of_group.into_iter().take(quorum).cloned());
+                chosen.extend(of_group.into_iter().take(quorum));
             }
             if chosen.len() < quorum * self.cluster.config.groups.len() {
                 continue;
             }
             let senders = chosen.iter().map(|vc| (vc.replica, bytes(vc))).collect();
             let choice = Some((view, senders));
+            // Cloned only for a new choice: while one too large waits, requests keep coming.
             if self.oversized == choice {
                 continue;
             }
+            let chosen: Vec<ViewChange> = chosen.into_iter().cloned().collect();
             if NewView::encoded_len(&chosen) > self.max_new_view_bytes {
                 self.oversized = choice;
                 continue;
