@@ -74,6 +74,9 @@ pub struct Metrics {
     /// The primary's PREPAREs undecided now, and those that expired undecided (`primary::pacing`).
     pub pacing_undecided: Gauge<u64, AtomicU64>,
     pub pacing_expired: Counter,
+    /// Choices of VIEW-CHANGEs a primary candidate did not make a NEW-VIEW of, being over
+    /// `proto::limits::MAX_NEW_VIEW_BYTES` (docs/protocol.md, "Bounded VIEW-CHANGEs").
+    pub new_views_too_large: Counter,
     /// 1 once f+1 EPOCH-CLOSEs of every group certify the end of this configuration epoch
     /// (replica; docs/protocol.md, "Reconfiguration").
     pub epoch_closed: Gauge<u64, AtomicU64>,
@@ -205,6 +208,7 @@ impl Metrics {
             admission_capacity: Gauge::default(),
             pacing_undecided: Gauge::default(),
             pacing_expired: Counter::default(),
+            new_views_too_large: Counter::default(),
             epoch_closed: Gauge::default(),
             config_epoch: Gauge::default(),
             view: Gauge::default(),
@@ -337,6 +341,11 @@ impl Metrics {
             m.pacing_expired.clone(),
         );
         r.register(
+            "new_views_too_large",
+            "Choices of VIEW-CHANGEs a primary candidate waited on, their NEW-VIEW being over the limit (a member may pad its VIEW-CHANGE)",
+            m.new_views_too_large.clone(),
+        );
+        r.register(
             "epoch_closed",
             "1 once this configuration epoch's end is certified (an online reconfiguration)",
             m.epoch_closed.clone(),
@@ -386,6 +395,14 @@ impl Metrics {
         self.pacing_undecided.set(undecided as u64);
         let new = expired.saturating_sub(self.pacing_expired.get());
         self.pacing_expired.inc_by(new);
+        new
+    }
+
+    /// The candidate's NEW-VIEWs found too large since the start. Returns how many since the
+    /// last call.
+    pub fn new_views_too_large(&self, total: u64) -> u64 {
+        let new = total.saturating_sub(self.new_views_too_large.get());
+        self.new_views_too_large.inc_by(new);
         new
     }
 

@@ -155,6 +155,13 @@ pub async fn run(
                 metrics.transport.update(peers.transport());
                 metrics.admission(core.pending(), core.pending_capacity());
                 let actions = core.on_tick();
+                if metrics.new_views_too_large(core.new_views_too_large()) > 0 {
+                    tracing::warn!(
+                        id = me.0,
+                        "the smallest VIEW-CHANGEs held would make a NEW-VIEW over the frame: \
+                         waiting for more (a member may be padding its VIEW-CHANGE)"
+                    );
+                }
                 let expired = metrics.pacing(core.undecided(), core.pacing_expired());
                 if expired > 0 {
                     tracing::debug!(

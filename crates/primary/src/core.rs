@@ -112,6 +112,8 @@ pub struct PrimaryCore {
     /// The last choice of VIEW-CHANGEs (view, and each sender with its VIEW-CHANGE's size) found
     /// too large for a NEW-VIEW: not encoded again while the choice stays the same.
     oversized: Option<Choice>,
+    /// How many choices were found too large, since the start.
+    too_large: u64,
     /// The operator's RECONFIGURE, admitted and not yet warranted.
     reconfigure: Option<Reconfigure>,
     /// The warrant counter of the PREPARE that ordered a RECONFIGURE (ours, or in a new view's
@@ -159,6 +161,7 @@ impl PrimaryCore {
             view_change_bytes: BTreeMap::new(),
             max_new_view_bytes: proto::limits::MAX_NEW_VIEW_BYTES,
             oversized: None,
+            too_large: 0,
             reconfigure: None,
             closed_at: None,
             frozen: false,
@@ -197,6 +200,12 @@ impl PrimaryCore {
     /// PREPAREs that stopped holding back the next one undecided, since the start.
     pub fn pacing_expired(&self) -> u64 {
         self.pacing.expired()
+    }
+
+    /// Choices of VIEW-CHANGEs whose NEW-VIEW was over the limit, since the start: each waited
+    /// for more VIEW-CHANGEs.
+    pub fn new_views_too_large(&self) -> u64 {
+        self.too_large
     }
 
     /// Warrants nothing more in this epoch (the operator asked where our USIG sequence stands;
@@ -318,6 +327,7 @@ impl PrimaryCore {
             let chosen: Vec<ViewChange> = chosen.into_iter().cloned().collect();
             if NewView::encoded_len(&chosen) > self.max_new_view_bytes {
                 self.oversized = choice;
+                self.too_large += 1;
                 continue;
             }
             found = Some((view, chosen));
@@ -969,6 +979,7 @@ mod tests {
         ] {
             assert_eq!(p.on_view_change(vc), Ok(Vec::new()));
         }
+        assert_eq!(p.new_views_too_large(), 1);
         let out = p.on_view_change(view_change(103, 0, 3)).unwrap();
         let [Action::Warrant { bytes }] = out.as_slice() else {
             panic!("{out:?}")
