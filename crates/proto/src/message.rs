@@ -25,8 +25,7 @@ use usig::{MessageDigest, UniqueWarrant};
 /// in one frame. 13: a COMMIT-DB's executions carry their requests without the client's
 /// signature. 14: REPLYs unsigned, on the authenticated link of their replica. 15: a NEW-VIEW's
 /// encoding holds each PREPARE its VIEW-CHANGEs show once; a VIEW-CHANGE shows at most
-/// `VIEW_CHANGE_SPAN` slots past its stable checkpoint; a PREPARE holds at most 48 KiB of
-/// requests.
+/// `VIEW_CHANGE_SPAN` slots past its stable checkpoint.
 pub const PROTOCOL_VERSION: u16 = 15;
 
 /// A client's request. `timestamp` is the client's own increasing request number.

@@ -28,13 +28,15 @@ pub const MAX_NESTED_VIEWS: usize = 16;
 /// every COMMIT after the stable checkpoint.
 pub const CHECKPOINT_INTERVAL: u64 = 128;
 
-/// How many slots past its stable checkpoint a VIEW-CHANGE may show PREPAREs for: three
-/// intervals. A replica COMMITs a PREPARE only within this span of its stable checkpoint, so
+/// How many slots past its stable checkpoint a VIEW-CHANGE may show PREPAREs for: one
+/// interval. A replica COMMITs a PREPARE only within this span of its stable checkpoint, so
 /// its VIEW-CHANGE can leave out the PREPAREs it processed beyond it, and a checker refuses one
 /// that shows more. That bounds the PREPAREs a VIEW-CHANGE carries, which a primary running
 /// ahead (a faulty one, or any while one group lags the stable checkpoint) would otherwise
-/// make grow past a frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
-pub const VIEW_CHANGE_SPAN: u64 = 3 * CHECKPOINT_INTERVAL;
+/// make grow past a frame; and it keeps a new view's NEW-VIEW slot within the high watermark of
+/// the CHECKPOINT every replica takes at the stable checkpoint, so a long cut cannot wait for
+/// itself (docs/protocol.md, "Bounded VIEW-CHANGEs").
+pub const VIEW_CHANGE_SPAN: u64 = CHECKPOINT_INTERVAL;
 
 /// A replica's request timer expired: it asks to move to `next_view`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,10 @@ pub enum Fault {
     /// The primary of view 0 sends each PREPARE to a random subset of the replicas and answers
     /// no fetches.
     PrepareToSubset,
+    /// The primary of view 0 follows each PREPARE with this many PREPAREs of its view that order
+    /// nothing (valid, each the next counter), which it keeps for no fetch: histories run far
+    /// ahead of what the groups can decide (docs/protocol.md, "Bounded VIEW-CHANGEs").
+    RunAhead(u64),
     /// This replica crashes at `crash` (losing everything it did not send) and restarts at
     /// `restart` (never if `u64::MAX`), with its USIG going on, or in a new epoch as after a
     /// reboot; it then recovers through a JOIN and a peer's state.
@@ -335,6 +339,9 @@ struct World {
     skipped: BTreeSet<u64>,
     /// Warrants the first primary asked for.
     first_primary_warrants: u64,
+    /// The highest counter of the first primary's PREPAREs that PREPAREs running ahead followed
+    /// ([`Fault::RunAhead`]): a PREPARE sent again is not followed again.
+    ran_ahead_after: u64,
     replicas: BTreeMap<NodeId, ReplicaNode>,
     /// Replicas started for the next epoch, waiting for its CONFIGURE: the shape they were
     /// started with and their fresh USIG.
@@ -514,6 +521,7 @@ impl World {
             primaries,
             skipped: BTreeSet::new(),
             first_primary_warrants: 0,
+            ran_ahead_after: 0,
             replicas,
             newcomers: BTreeMap::new(),
             retired_usigs: BTreeMap::new(),
@@ -1364,7 +1372,11 @@ impl World {
                     }
                     let reconfigure =
                         matches!(&proposal, Proposal::Prepare(p) if p.reconfigure.is_some());
+                    let ahead = self.run_ahead(id, &proposal);
                     self.broadcast_proposal(id, proposal);
+                    for prepare in ahead {
+                        self.broadcast_proposal(id, Proposal::Prepare(prepare));
+                    }
                     if id == FIRST_PRIMARY && reconfigure {
                         if let Some(Fault::CrashPrimaryAfterReconfigure(_)) = self
                             .scenario
@@ -1378,6 +1390,30 @@ impl World {
                 }
             }
         }
+    }
+
+    /// The PREPAREs that order nothing a primary running ahead sends after `proposal`
+    /// ([`Fault::RunAhead`]).
+    fn run_ahead(&mut self, from: NodeId, proposal: &Proposal) -> Vec<proto::Prepare> {
+        let Some(n) = self.scenario.faults.iter().find_map(|f| match f {
+            Fault::RunAhead(n) => Some(*n),
+            _ => None,
+        }) else {
+            return Vec::new();
+        };
+        let (Proposal::Prepare(prepare), Some(p)) = (proposal, self.primaries.get_mut(&from))
+        else {
+            return Vec::new();
+        };
+        if from != FIRST_PRIMARY || prepare.ui.counter <= self.ran_ahead_after {
+            return Vec::new();
+        }
+        let (view, epoch) = (prepare.view, p.cluster.epoch());
+        let ahead: Vec<proto::Prepare> = (0..n)
+            .map(|_| warranted_prepare(&mut p.usig, view, epoch, from, Vec::new()))
+            .collect();
+        self.ran_ahead_after = ahead.last().map_or(0, |p| p.ui.counter);
+        ahead
     }
 
     /// Sends a candidate's PREPARE or NEW-VIEW to every replica of its epoch, as the

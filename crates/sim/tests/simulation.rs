@@ -120,6 +120,37 @@ fn a_primary_that_skips_counters_is_replaced() {
     faulty_primary(Fault::SkipCounters, 13);
 }
 
+/// A primary that withholds every PREPARE from group 1 and follows each PREPARE it sends group 0
+/// with 500 that order nothing: no checkpoint becomes stable (group 1 takes none), so group 0's
+/// histories run far past the span. Its replicas commit only within the span and their
+/// VIEW-CHANGEs show no more, so the view change completes with small messages; before the span
+/// each VIEW-CHANGE showed every PREPARE of the history (docs/protocol.md, "Bounded
+/// VIEW-CHANGEs").
+#[test]
+fn a_primary_running_ahead_leaves_view_changes_within_the_span() {
+    let scenario = Scenario {
+        faults: vec![Fault::WithholdFromGroup(GroupId(1)), Fault::RunAhead(500)],
+        requests_per_client: 10,
+        max_time: 400_000,
+        // The PREPAREs running ahead cannot be fetched again: one lost would stop the
+        // histories there.
+        loss: 0.0,
+        ..Scenario::lossy(16)
+    };
+    let outcome = run(scenario.clone());
+    eprintln!(
+        "views {:?}, largest view message {} bytes",
+        outcome.views, outcome.largest_view_message
+    );
+    check(&scenario, &outcome);
+    assert!(outcome.views.values().all(|v| *v >= View(1)));
+    assert!(
+        outcome.largest_view_message < 200_000,
+        "largest VIEW-CHANGE or NEW-VIEW: {} bytes",
+        outcome.largest_view_message
+    );
+}
+
 /// Its replicas refuse it at the first PREPARE of another view (docs/protocol.md, "No null
 /// slots") and ask for the next view.
 #[test]
