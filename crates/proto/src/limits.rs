@@ -16,8 +16,6 @@
 use crate::batch::MAX_BATCH;
 use crate::config::Cluster;
 use crate::message::{Prepare, Request};
-#[cfg(doc)]
-use crate::VIEW_CHANGE_SPAN;
 
 /// The largest operation a request may carry, in bytes: the gateway's largest form body, and
 /// some fifty times a TPC-C New-Order's.
@@ -29,7 +27,7 @@ pub const MAX_REQUEST_PARTITIONS: usize = 256;
 /// The most request bytes ([`request_bytes`]) a correct primary puts in one PREPARE; it always
 /// takes at least one request, which is at most [`MAX_OPERATION_BYTES`] and its overhead. About
 /// three times what 64 TPC-C New-Orders count at most, so batching is not cut short by it in
-/// practice; small enough that the [`VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may show fit a
+/// practice; small enough that the [`crate::VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may show fit a
 /// third of a 16 MiB frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
 pub const MAX_PREPARE_REQUEST_BYTES: usize = 64 << 10;
 

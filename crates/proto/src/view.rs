@@ -373,14 +373,9 @@ impl NewView {
             counter: 0,
             certificate: usig::Certificate::Soft { signature: [0; 64] },
         };
-        let nv = NewView {
-            view: View(0),
-            config_epoch: ConfigEpoch(0),
-            primary: NodeId(0),
-            view_changes: view_changes.to_vec(),
-            ui: unwarranted,
-        };
-        canonical(&nv).len() - canonical(&nv.ui).len()
+        let fields = (View(0), ConfigEpoch(0), NodeId(0));
+        let without = canonical(&unwarranted).len();
+        canonical(&NewViewEncoding::of(fields, view_changes, unwarranted)).len() - without
     }
 
     /// Decodes a base carried by a VIEW-CHANGE (one level: the VIEW-CHANGEs inside keep theirs
@@ -475,8 +470,13 @@ impl<T: Clone> Table<T> {
     }
 }
 
-impl Serialize for NewView {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+impl NewViewEncoding {
+    /// The encoding of a NEW-VIEW with these fields: each carried base and each PREPARE once.
+    fn of(
+        (view, config_epoch, primary): (View, ConfigEpoch, NodeId),
+        view_changes: &[ViewChange],
+        ui: UniqueWarrant,
+    ) -> Self {
         let mut bases: Vec<Vec<u8>> = Vec::new();
         let mut prepares: Vec<Arc<Prepare>> = Vec::new();
         // The PREPAREs in the table at each warrant position: only those can be equal.
@@ -493,8 +493,7 @@ impl Serialize for NewView {
                 }
             }
         };
-        let view_changes = self
-            .view_changes
+        let view_changes = view_changes
             .iter()
             .map(|vc| {
                 let body = &vc.body;
@@ -522,15 +521,21 @@ impl Serialize for NewView {
             })
             .collect();
         NewViewEncoding {
-            view: self.view,
-            config_epoch: self.config_epoch,
-            primary: self.primary,
+            view,
+            config_epoch,
+            primary,
             bases,
             prepares,
             view_changes,
-            ui: self.ui.clone(),
+            ui,
         }
-        .serialize(serializer)
+    }
+}
+
+impl Serialize for NewView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = (self.view, self.config_epoch, self.primary);
+        NewViewEncoding::of(fields, &self.view_changes, self.ui.clone()).serialize(serializer)
     }
 }
 
