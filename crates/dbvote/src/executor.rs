@@ -43,6 +43,7 @@ use tracing::{debug, info, warn};
 use crate::app::{Application, Backend, BatchFailure, PartitionId};
 use crate::bookkeeping as bk;
 use crate::error::{DbError, ExecError};
+use crate::voter::StoredResult;
 
 /// An operation as ordered, ready to be executed on a database node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -563,15 +564,32 @@ impl<A: Application> Executor<A> {
         Ok(removed)
     }
 
-    /// The stored result of an executed order, if it was executed.
-    pub async fn stored_result(&self, order: u64) -> Result<Option<Vec<u8>>, DbError> {
-        let order = self.signed(order, order, "order id")?;
+    /// The stored result of an executed order and the positions it ran at, if it was executed
+    /// and its result is kept.
+    pub async fn stored_result(&self, order: u64) -> Result<Option<StoredResult>, DbError> {
+        let signed = self.signed(order, order, "order id")?;
         let row: Option<(Vec<u8>, Vec<u8>, Vec<u8>)> = sqlx::query_as(bk::SELECT_RESULT)
-            .bind(order)
+            .bind(signed)
             .fetch_optional(&self.inner.pool)
             .await
             .map_err(self.sql("reading a stored result"))?;
-        Ok(row.map(|(_, _, result)| result))
+        let Some((positions, _, result)) = row else {
+            return Ok(None);
+        };
+        let positions = self.stored_positions(order, &positions)?;
+        Ok(Some(StoredResult { positions, result }))
+    }
+
+    /// Decodes the positions stored with `order`'s result.
+    fn stored_positions(
+        &self,
+        order: u64,
+        bytes: &[u8],
+    ) -> Result<Vec<(PartitionId, u64)>, DbError> {
+        decode_positions(bytes).map_err(|reason| DbError::Corrupt {
+            url: self.inner.url.clone(),
+            reason: format!("stored positions of order {order}: {reason}"),
+        })
     }
 
     /// Executes `execution` if every one of its positions is the next on its partition.
@@ -1224,10 +1242,7 @@ impl<A: Application> Executor<A> {
             return Ok(None);
         };
         if positions != plan.positions_bytes {
-            let stored = decode_positions(&positions).map_err(|reason| DbError::Corrupt {
-                url: self.inner.url.clone(),
-                reason: format!("stored positions of order {}: {reason}", plan.order),
-            })?;
+            let stored = self.stored_positions(plan.order, &positions)?;
             return Err(DbError::Conflict {
                 order: plan.order,
                 reason: format!(
@@ -1758,8 +1773,8 @@ mod tests {
             "the list commits"
         );
         assert_eq!(
-            exec.stored_result(8).await.unwrap().as_deref(),
-            Some(&b"result"[..])
+            exec.stored_result(8).await.unwrap().map(|s| s.result),
+            Some(b"result".to_vec())
         );
         let moved = [at(0, 1, 7), at(1, 0, 0), at(2, 1, 8)];
         assert_eq!(exec.read_all_progress(&mut conn).await.unwrap(), moved);

@@ -18,8 +18,8 @@ use lookups::Lookups;
 pub use lookups::MAX_LOOKUPS_PER_MEMBER;
 use proto::config::Cluster;
 use proto::{
-    CommitDb, Execution, GroupId, Message, NodeId, PartitionRule, ReplyCommitDb, SigningKey,
-    TableRows,
+    CommitDb, Execution, GroupId, Message, NodeId, PartitionId, PartitionRule, ReplyCommitDb,
+    SigningKey, TableRows,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -64,12 +64,33 @@ pub enum VoterAction {
         digest: [u8; 32],
         parts: Vec<TableRows>,
     },
-    /// Read the stored results of these orders, which executed here before and whose results
-    /// are no longer in memory, then call [`VoterCore::looked_up`] with what was found. Never
+    /// Read the stored results of these orders (with the positions each ran at), which executed
+    /// here before and whose results are no longer in memory, then call
+    /// [`VoterCore::looked_up`] with what was found. Never
     /// part of an execution's transaction: a member may name any order with positions this node
     /// passed, and one that never ran here (a Byzantine member's) must only go unanswered,
     /// never fail the executions it would have shared a transaction with.
     LookUp { orders: Vec<u64> },
+}
+
+/// An executed order's stored result, as a [`VoterAction::LookUp`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResult {
+    /// The positions the order ran at: only a member that names these gets the result.
+    pub positions: Vec<(PartitionId, u64)>,
+    pub result: Vec<u8>,
+}
+
+/// What the reads of a [`VoterAction::LookUp`] came to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LookedUp {
+    /// The answers to send.
+    pub actions: Vec<VoterAction>,
+    /// Orders with no stored result (counted by the driver).
+    pub missing: usize,
+    /// Members that named an order at positions other than those it ran at: another group's
+    /// order, or a made-up execution (counted by the driver as malformed executions).
+    pub mismatched: usize,
 }
 
 /// Why a COMMIT-DB, or one of its executions, was dropped (counted by the driver).
@@ -336,10 +357,8 @@ impl VoterCore {
             }
             if self.already_executed(&execution) {
                 // A retransmission after we executed: answer again with the stored result.
-                if self
-                    .lookups
-                    .ask(execution.order, commit_db.group, commit_db.replica)
-                {
+                let (order, group, member) = (execution.order, commit_db.group, commit_db.replica);
+                if self.lookups.ask(order, group, member, &execution.positions) {
                     look_up.push(execution.order);
                 }
                 continue;
@@ -375,29 +394,31 @@ impl VoterCore {
     }
 
     /// The stored results a [`VoterAction::LookUp`] found (`None`: no result stored for that
-    /// order), answered to every group a member of which asked; returns the answers and how
-    /// many orders had none (counted by the driver).
-    pub fn looked_up(&mut self, found: Vec<(u64, Option<Vec<u8>>)>) -> (Vec<VoterAction>, usize) {
+    /// order), answered to every group a member of which asked for the order at the positions
+    /// it ran at, each once.
+    pub fn looked_up(&mut self, found: Vec<(u64, Option<StoredResult>)>) -> LookedUp {
         let mut answers: BTreeMap<GroupId, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
-        let mut missing = 0;
-        for (order, result) in found {
-            let groups = self.lookups.answered(order);
-            let Some(result) = result else {
-                missing += 1;
+        let mut outcome = LookedUp::default();
+        for (order, stored) in found {
+            let positions = stored.as_ref().map(|s| s.positions.as_slice());
+            let (groups, mismatched) = self.lookups.answered(order, positions);
+            outcome.mismatched += mismatched;
+            let Some(stored) = stored else {
+                outcome.missing += 1;
                 continue;
             };
             for group in groups {
                 answers
                     .entry(group)
                     .or_default()
-                    .push((order, result.clone()));
+                    .push((order, stored.result.clone()));
             }
         }
-        let actions = answers
+        outcome.actions = answers
             .into_iter()
             .map(|(group, results)| self.reply(group, results))
             .collect();
-        (actions, missing)
+        outcome
     }
 
     fn reply(&self, group: GroupId, results: Vec<(u64, Vec<u8>)>) -> VoterAction {
@@ -1002,8 +1023,9 @@ pub(super) mod tests {
         assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![3] }]);
         // Asked again while the lookup runs: not looked up twice.
         assert!(linked(&mut v, &from_101(&real)).unwrap().0.is_empty());
-        let (answers, missing) = v.looked_up(vec![(3, Some(b"r".to_vec()))]);
-        assert_eq!(missing, 0);
+        let looked_up = v.looked_up(vec![(3, Some(stored(&[(0, 3)], b"r")))]);
+        assert_eq!((looked_up.missing, looked_up.mismatched), (0, 0));
+        let answers = looked_up.actions;
         let [VoterAction::Reply { group, reply }] = answers.as_slice() else {
             panic!("{answers:?}")
         };
@@ -1015,8 +1037,17 @@ pub(super) mod tests {
         let made_up = [execution(999, &[(0, 2)], &[0])];
         let (actions, _) = linked(&mut v, &from_101(&made_up)).unwrap();
         assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![999] }]);
-        assert_eq!(v.looked_up(vec![(999, None)]), (Vec::new(), 1));
+        let looked_up = v.looked_up(vec![(999, None)]);
+        assert_eq!((looked_up.actions, looked_up.missing), (Vec::new(), 1));
         assert!(batches(&actions).is_empty(), "never an execution");
+    }
+
+    /// What a lookup reads for an order that ran at `positions`.
+    fn stored(positions: &[(PartitionId, u64)], result: &[u8]) -> StoredResult {
+        StoredResult {
+            positions: positions.to_vec(),
+            result: result.to_vec(),
+        }
     }
 
     /// Database node 11 of a two-group cluster that passed positions 5 of both partitions,
@@ -1034,10 +1065,12 @@ pub(super) mod tests {
 
     /// A member of group 0 names group 1's order 3 at positions of its own partition that
     /// this node passed. Its lookup used to hold the order for group 0 alone: group 1's
-    /// genuine re-send, arriving meanwhile, was dropped and the answer went to group 0 only.
-    /// Now every asking group gets it, and the order is read once.
+    /// genuine re-send, arriving meanwhile, was dropped and the answer went to group 0 only;
+    /// later every asking group got it, group 0 too, though order 3 never ran at the positions
+    /// its member named. Now the order is read once and answered only to the group whose member
+    /// named the positions it ran at; the other is counted.
     #[test]
-    fn a_lookup_answers_every_group_that_asked_for_the_order() {
+    fn a_lookup_answers_only_the_groups_that_named_where_the_order_ran() {
         let mut v = restarted_of_two_groups();
         let byzantine = [execution(3, &[(0, 2)], &[0])];
         let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &byzantine)).unwrap();
@@ -1045,13 +1078,11 @@ pub(super) mod tests {
         let genuine = [execution(3, &[(1, 3)], &[1])];
         let (actions, malformed) = linked(&mut v, &commit_db(1, 1, 201, &genuine)).unwrap();
         assert_eq!((actions, malformed), (vec![], 0), "read once");
-        let (answers, missing) = v.looked_up(vec![(3, Some(b"r".to_vec()))]);
-        assert_eq!(missing, 0);
-        assert_eq!(
-            replies(&answers),
-            vec![(GroupId(0), vec![3]), (GroupId(1), vec![3])]
-        );
-        assert_eq!(v.looked_up(vec![(3, Some(b"r".to_vec()))]), (vec![], 0));
+        let looked_up = v.looked_up(vec![(3, Some(stored(&[(1, 3)], b"r")))]);
+        assert_eq!((looked_up.missing, looked_up.mismatched), (0, 1));
+        assert_eq!(replies(&looked_up.actions), vec![(GroupId(1), vec![3])]);
+        let again = v.looked_up(vec![(3, Some(stored(&[(1, 3)], b"r")))]);
+        assert_eq!(again, LookedUp::default(), "nobody asks any more");
     }
 
     /// A Byzantine member naming made-up orders at passed positions used to start one read per
@@ -1074,7 +1105,11 @@ pub(super) mod tests {
         let (actions, _) = linked(&mut v, &commit_db(1, 0, 101, &correct)).unwrap();
         assert_eq!(actions, vec![VoterAction::LookUp { orders: vec![3] }]);
         let none = orders.iter().map(|&o| (o, None)).collect();
-        assert_eq!(v.looked_up(none), (vec![], MAX_LOOKUPS_PER_MEMBER));
+        let looked_up = v.looked_up(none);
+        assert_eq!(
+            (looked_up.actions, looked_up.missing),
+            (vec![], MAX_LOOKUPS_PER_MEMBER)
+        );
         let again = [execution(5_000, &[(0, 1)], &[0])];
         let (actions, _) = linked(&mut v, &commit_db(1, 0, 103, &again)).unwrap();
         assert_eq!(

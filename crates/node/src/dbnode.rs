@@ -14,7 +14,7 @@ use crate::peers::Peers;
 use crate::writer::OneWriter;
 use crate::{NodeError, NodeOptions, Started};
 use dbvote::executor::{Executor, Outcome};
-use dbvote::voter::{VoterAction, VoterCore, VoterReject};
+use dbvote::voter::{StoredResult, VoterAction, VoterCore, VoterReject};
 use dbvote::{Application, Backend};
 use proto::{
     CommitDb, DbCheckpoint, Message, NodeId, Signature, SigningKey, StateChunk, TableRows,
@@ -44,7 +44,7 @@ type Done = (Batch, Result<(Vec<Vec<u8>>, Duration), String>);
 type Batch = Vec<dbvote::executor::Execution>;
 
 /// The stored results a lookup found, by order (`None`: none stored).
-type LookedUp = Vec<(u64, Option<Vec<u8>>)>;
+type LookedUp = Vec<(u64, Option<StoredResult>)>;
 
 /// A state-transfer step finished on its own task.
 enum Transfer {
@@ -229,11 +229,14 @@ async fn run_app<A: Application>(
                 }
             },
             Some(found) = looked_up.recv() => {
-                let (actions, missing) = voter.looked_up(found);
-                for _ in 0..missing {
+                let looked_up = voter.looked_up(found);
+                for _ in 0..looked_up.missing {
                     metrics.reject("no_stored_result");
                 }
-                actions
+                for _ in 0..looked_up.mismatched {
+                    metrics.reject("malformed_execution");
+                }
+                looked_up.actions
             }
             Some(step) = transferred.recv() => match step {
                 Transfer::Pinned(order) => voter.snapshot_pinned(order),

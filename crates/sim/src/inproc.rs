@@ -32,13 +32,13 @@
 //! `cargo bench -p cloudbft-sim --bench ordering` measures it; docs/performance.md has figures.
 
 use crate::run::{replica_core, rule, SimRule};
-use dbvote::voter::{VoterAction, VoterCore};
+use dbvote::voter::{StoredResult, VoterAction, VoterCore};
 use group::core::{Action as ReplicaAction, ReplicaCore};
 use primary::core::{Action as PrimaryAction, PrimaryCore};
 use proto::testing::{client_key, endpoint_key, node_key, usig, TestCluster};
 use proto::{
-    ClientId, CommitDb, Envelope, Execution, GroupId, Message, NodeId, PartitionRule, Proposal,
-    Request, View,
+    ClientId, CommitDb, Envelope, Execution, GroupId, Message, NodeId, PartitionId, PartitionRule,
+    Proposal, Request, View,
 };
 use ring::hmac;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -165,7 +165,13 @@ struct Replica {
 
 struct Db {
     voter: VoterCore,
+    /// Where the latest orders ran, for lookups (a result is made from its order alone). Older
+    /// ones are forgotten, as a database node forgets old results: a lookup of one finds none.
+    ran_at: BTreeMap<u64, Vec<(PartitionId, u64)>>,
 }
+
+/// How many orders' positions a [`Db`] keeps.
+const KEEP_RAN_AT: usize = 16_384;
 
 /// The primary, one group, its database nodes and the clients, ready to run.
 pub struct Harness {
@@ -238,6 +244,7 @@ impl Harness {
                     id,
                     vec![0; options.partitions as usize],
                 ),
+                ran_at: BTreeMap::new(),
             })
             .collect();
         let mut requests: Vec<Vec<Request>> = vec![Vec::new(); options.clients as usize];
@@ -623,18 +630,32 @@ impl Harness {
             match action {
                 // The trivial executor: each order's result is its number.
                 VoterAction::Execute(chain) => {
+                    let db = &mut self.dbs[i];
+                    for e in &chain {
+                        db.ran_at.insert(e.order, e.positions.clone());
+                    }
+                    while db.ran_at.len() > KEEP_RAN_AT {
+                        db.ran_at.pop_first();
+                    }
                     let results = chain
                         .iter()
                         .map(|e| (e.order, e.order.to_be_bytes().to_vec()))
                         .collect();
-                    queue.extend(self.dbs[i].voter.executed_all(results));
+                    queue.extend(db.voter.executed_all(results));
                 }
                 VoterAction::LookUp { orders } => {
+                    let db = &mut self.dbs[i];
                     let found = orders
                         .iter()
-                        .map(|&o| (o, Some(o.to_be_bytes().to_vec())))
+                        .map(|&o| {
+                            let stored = db.ran_at.get(&o).map(|positions| StoredResult {
+                                positions: positions.clone(),
+                                result: o.to_be_bytes().to_vec(),
+                            });
+                            (o, stored)
+                        })
                         .collect();
-                    queue.extend(self.dbs[i].voter.looked_up(found).0);
+                    queue.extend(db.voter.looked_up(found).actions);
                 }
                 VoterAction::Reply { group, reply } => {
                     let members = self.dbs[i].voter.members_of(group);

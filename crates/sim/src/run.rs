@@ -1691,7 +1691,7 @@ impl World {
                         return;
                     };
                     let found = orders.iter().map(|&o| (o, d.db.stored(o))).collect();
-                    queue.extend(d.voter.looked_up(found).0);
+                    queue.extend(d.voter.looked_up(found).actions);
                 }
                 VoterAction::Reply { group, mut reply } => {
                     if self.faulty(Fault::WrongResult(id)) {

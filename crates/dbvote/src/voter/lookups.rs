@@ -2,16 +2,18 @@
 //! it passed ([`super::VoterAction::LookUp`]), with a bound on what each member may have in
 //! flight.
 //!
-//! Every member that asks for an order while its lookup is in flight is kept, so that the
-//! answer reaches each asking group: a member of one group naming another group's order no
-//! longer takes that group's answer, or drops its re-send. A member may name any order at
-//! positions this node passed, including made-up ones, and each costs an entry and a read until
-//! the read ends. So each member has at most [`MAX_LOOKUPS_PER_MEMBER`] orders in flight; an
-//! order beyond that is refused (counted) and not read. A Byzantine member can only use up its
-//! own allowance, and entries end with their reads, so made-up orders cost at most the bound
-//! per member, never more as they keep coming.
+//! Every member that asks for an order while its lookup is in flight is kept, with the
+//! positions it named, so that the answer reaches each asking group whose member named the
+//! positions the order ran at: a member of one group naming another group's order (at its own
+//! group's positions, the only ones it may name) neither takes that group's answer, nor drops
+//! its re-send, nor gets that order's result sent to its own group. A member may name any order
+//! at positions this node passed, including made-up ones, and each costs an entry and a read
+//! until the read ends. So each member has at most [`MAX_LOOKUPS_PER_MEMBER`] orders in flight;
+//! an order beyond that is refused (counted) and not read. A Byzantine member can only use up
+//! its own allowance, and entries end with their reads, so made-up orders cost at most the
+//! bound per member, never more as they keep coming.
 
-use proto::{GroupId, NodeId};
+use proto::{GroupId, NodeId, PartitionId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Orders one member may have looked up at once: as many decided executions as a correct
@@ -20,11 +22,15 @@ use std::collections::{BTreeMap, BTreeSet};
 /// by more than all it awaits, and then asks again with its next re-send.
 pub const MAX_LOOKUPS_PER_MEMBER: usize = 4096;
 
+/// The positions an execution names.
+type Positions = Vec<(PartitionId, u64)>;
+
 /// The lookups in flight.
 #[derive(Default)]
 pub(super) struct Lookups {
-    /// The members (with their groups) that asked for each order being read.
-    asked: BTreeMap<u64, BTreeSet<(GroupId, NodeId)>>,
+    /// The members (with their groups) that asked for each order being read, and the positions
+    /// each named.
+    asked: BTreeMap<u64, BTreeMap<(GroupId, NodeId), Positions>>,
     /// How many orders each member has in flight.
     in_flight: BTreeMap<NodeId, usize>,
     /// Orders refused since the last [`Lookups::take_refused`].
@@ -32,11 +38,18 @@ pub(super) struct Lookups {
 }
 
 impl Lookups {
-    /// `member` of `group` asks for the stored result of `order`; true if it must be read now
-    /// (nobody asked for it yet). Refused (false, counted) beyond the member's bound.
-    pub(super) fn ask(&mut self, order: u64, group: GroupId, member: NodeId) -> bool {
+    /// `member` of `group` asks for the stored result of `order`, which it names at
+    /// `positions`; true if it must be read now (nobody asked for it yet). Refused (false,
+    /// counted) beyond the member's bound.
+    pub(super) fn ask(
+        &mut self,
+        order: u64,
+        group: GroupId,
+        member: NodeId,
+        positions: &[(PartitionId, u64)],
+    ) -> bool {
         let asked = self.asked.get(&order);
-        if asked.is_some_and(|a| a.contains(&(group, member))) {
+        if asked.is_some_and(|a| a.contains_key(&(group, member))) {
             return false;
         }
         let in_flight = self.in_flight.entry(member).or_default();
@@ -46,22 +59,37 @@ impl Lookups {
         }
         *in_flight += 1;
         let first = asked.is_none();
-        self.asked.entry(order).or_default().insert((group, member));
+        let askers = self.asked.entry(order).or_default();
+        askers.insert((group, member), positions.to_vec());
         first
     }
 
-    /// The read of `order` ended: the groups to answer, each once.
-    pub(super) fn answered(&mut self, order: u64) -> BTreeSet<GroupId> {
+    /// The read of `order` ended, finding it stored at `stored` (`None`: not stored). Returns
+    /// the groups to answer, each once (those of the members that named the stored
+    /// positions), and how many members named others.
+    pub(super) fn answered(
+        &mut self,
+        order: u64,
+        stored: Option<&[(PartitionId, u64)]>,
+    ) -> (BTreeSet<GroupId>, usize) {
         let asked = self.asked.remove(&order).unwrap_or_default();
-        for (_, member) in &asked {
-            if let Some(n) = self.in_flight.get_mut(member) {
+        let (mut groups, mut mismatched) = (BTreeSet::new(), 0);
+        for ((group, member), positions) in asked {
+            if let Some(n) = self.in_flight.get_mut(&member) {
                 *n -= 1;
                 if *n == 0 {
-                    self.in_flight.remove(member);
+                    self.in_flight.remove(&member);
                 }
             }
+            match stored {
+                Some(stored) if stored == positions.as_slice() => {
+                    groups.insert(group);
+                }
+                Some(_) => mismatched += 1,
+                None => {}
+            }
         }
-        asked.into_iter().map(|(group, _)| group).collect()
+        (groups, mismatched)
     }
 
     /// Orders refused since the last call (counted by the driver).

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dbvote::voter::StoredResult;
 use dbvote::{Bank, BankOp, BankResult, DbError, Execution, Executor, Gap, Outcome, PartitionId};
 use tokio::sync::watch;
 
@@ -114,7 +115,7 @@ pub async fn executes_in_order(kind: Kind) {
     assert_eq!(progress.partitions[0].last_order, 10);
     assert_eq!(progress.partitions[1].last_order, 11);
     assert_eq!(
-        exec.stored_result(5).await.unwrap(),
+        exec.stored_result(5).await.unwrap().map(|s| s.result),
         Some(ok(50).encode()),
         "stored result of order 5"
     );
@@ -477,7 +478,7 @@ async fn check_prefix(
     for e in executions {
         let (p, s) = e.positions[0];
         let done = s <= progress.last_seq(p).unwrap();
-        let result = exec.stored_result(e.order).await.unwrap();
+        let result = exec.stored_result(e.order).await.unwrap().map(|s| s.result);
         if done {
             assert_eq!(result.as_ref(), Some(&want[&e.order]), "order {}", e.order);
             stored += 1;
@@ -587,7 +588,11 @@ pub async fn sigkill_then_reopen(kind: Kind, test_name: &str) {
         let stored = check_prefix(&exec, &executions, &want_results).await;
         for order in &acked {
             assert_eq!(
-                exec.stored_result(*order).await.unwrap().as_ref(),
+                exec.stored_result(*order)
+                    .await
+                    .unwrap()
+                    .map(|s| s.result)
+                    .as_ref(),
                 Some(&want_results[order]),
                 "acknowledged order {order} lost (round {round}, seed {seed})"
             );
@@ -749,7 +754,11 @@ pub async fn batches_chain_and_are_atomic(kind: Kind) {
         let stored = exec.stored_result(execution.order).await.unwrap();
         match outcome {
             Outcome::Executed(result) | Outcome::AlreadyExecuted(result) => {
-                assert_eq!(stored.as_ref(), Some(result))
+                let ran = StoredResult {
+                    positions: execution.positions.clone(),
+                    result: result.clone(),
+                };
+                assert_eq!(stored, Some(ran), "with the positions it ran at")
             }
             other => panic!("order {}: {other:?}", execution.order),
         }
