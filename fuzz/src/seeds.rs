@@ -15,6 +15,7 @@ use proto::{
     TableRows, Value, View, ViewChange, ViewChangeBody, Warranted,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use tpcc::txn::{
     CustomerSelector, Delivery, InvalidInput, NewOrder, NewOrderLine, OrderStatus, Payment,
     StockLevel, TpccOp, TpccResult,
@@ -175,7 +176,7 @@ impl Seeds {
     fn stable(&self) -> StableCheckpoint {
         StableCheckpoint {
             certificate: vec![self.checkpoint.clone()],
-            book: OrderBook::new(&self.cluster.cluster).encode(),
+            book: Arc::new(OrderBook::new(&self.cluster.cluster).encode()),
         }
     }
 

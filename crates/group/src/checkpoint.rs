@@ -271,7 +271,7 @@ impl Checkpoints {
             .collect();
         let proof = StableCheckpoint {
             certificate,
-            book: book.encode(),
+            book: Arc::new(book.encode()),
         };
         self.install(Low {
             slot,

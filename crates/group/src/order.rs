@@ -244,6 +244,19 @@ mod tests {
     use proto::{ConfigEpoch, NodeId, PrepareEntry, View};
     use usig::Usig;
 
+    /// The book of the most clients a configuration may have, each with the largest id and
+    /// timestamp, encodes within what `proto::limits::MAX_CLIENTS` promises: under 330 KiB,
+    /// which every stable checkpoint a VIEW-CHANGE shows carries.
+    #[test]
+    fn the_book_of_the_most_clients_fits_its_bound() {
+        let mut config = TestCluster::new(1, 8, 16, 4).cluster.config;
+        let most = proto::limits::MAX_CLIENTS as u64;
+        config.epoch_start.clients = (0..most).map(|i| (u64::MAX - i, u64::MAX)).collect();
+        let cluster = Cluster::new(config).unwrap();
+        let encoded = OrderBook::new(&cluster).encode().len();
+        assert!(encoded < 330 << 10, "{encoded} bytes");
+    }
+
     /// A PREPARE of the requests, each routed to the group serving its first partition.
     fn prepare(cluster: &Cluster, requests: Vec<Request>) -> Prepare {
         let routed = requests

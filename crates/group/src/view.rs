@@ -753,7 +753,7 @@ mod tests {
             .to_vec();
         StableCheckpoint {
             certificate,
-            book: book.encode(),
+            book: Arc::new(book.encode()),
         }
     }
 

@@ -294,6 +294,26 @@ impl Cluster {
                 format!("needs one entry per partition ({})", config.partitions),
             ));
         }
+        let most = crate::limits::MAX_CLIENTS;
+        if config.clients.len() > most {
+            return Err(invalid(
+                "client",
+                format!(
+                    "names {} clients; at most {most} may be configured (clients are gateways \
+                     and application servers: let each serve many users)",
+                    config.clients.len()
+                ),
+            ));
+        }
+        if start.clients.len() > most {
+            return Err(invalid(
+                "epoch_start.clients",
+                format!(
+                    "lists {} clients; at most {most} may be listed",
+                    start.clients.len()
+                ),
+            ));
+        }
         if config.primaries.is_empty() {
             return Err(invalid("primary", "add at least one [[primary]] candidate"));
         }

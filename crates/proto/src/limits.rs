@@ -27,9 +27,17 @@ pub const MAX_REQUEST_PARTITIONS: usize = 256;
 /// The most request bytes ([`request_bytes`]) a correct primary puts in one PREPARE; it always
 /// takes at least one request, which is at most [`MAX_OPERATION_BYTES`] and its overhead. About
 /// three times what 64 TPC-C New-Orders count at most, so batching is not cut short by it in
-/// practice; small enough that the [`crate::VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may show fit a
-/// third of a 16 MiB frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
+/// practice; small enough that the [`crate::VIEW_CHANGE_SPAN`] PREPAREs a VIEW-CHANGE may show
+/// fit a third of a 16 MiB frame (docs/protocol.md, "Bounded VIEW-CHANGEs").
 pub const MAX_PREPARE_REQUEST_BYTES: usize = 64 << 10;
+
+/// The most clients a configuration may name (and the most an epoch's start may list). The
+/// order book holds the newest ordered timestamp of each, at most 20 bytes encoded, and every
+/// stable checkpoint a VIEW-CHANGE shows carries the book: at this bound it is under 330 KiB,
+/// so a VIEW-CHANGE fits its frame beside its PREPAREs, and a NEW-VIEW's (f+1)·groups of them
+/// (each distinct book once) fit theirs (docs/protocol.md, "Bounded VIEW-CHANGEs"). Clients
+/// are gateways and application servers, not their users: thousands at most in practice.
+pub const MAX_CLIENTS: usize = 16 << 10;
 
 /// The most bytes a NEW-VIEW's encoding may take besides its warrant: a primary candidate
 /// warrants one only within it, under the transport's 16 MiB frame with a MiB to spare for the

@@ -26,7 +26,7 @@ use usig::{MessageDigest, UniqueWarrant};
 /// signature. 14: REPLYs unsigned, on the authenticated link of their replica. 15: a NEW-VIEW's
 /// encoding holds each PREPARE its VIEW-CHANGEs show once; a VIEW-CHANGE shows at most
 /// `VIEW_CHANGE_SPAN` slots past its stable checkpoint.
-pub const PROTOCOL_VERSION: u16 = 15;
+pub const PROTOCOL_VERSION: u16 = 16;
 
 /// A client's request. `timestamp` is the client's own increasing request number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -185,7 +185,10 @@ impl Checkpoint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StableCheckpoint {
     pub certificate: Vec<Checkpoint>,
-    pub book: Vec<u8>,
+    /// Shared: the VIEW-CHANGEs of a NEW-VIEW mostly show the same stable checkpoint, and the
+    /// book (an entry per client, up to [`crate::limits::MAX_CLIENTS`]) is most of it, so a
+    /// NEW-VIEW's encoding holds each distinct book once.
+    pub book: Arc<Vec<u8>>,
 }
 
 /// One message a replica warranted, as its VIEW-CHANGE lists it. Nearly every entry is a
@@ -312,8 +315,8 @@ impl ViewChange {
 /// VIEW-CHANGE made each NEW-VIEW (f+1)·groups times the size of the one before. It stores each
 /// distinct PREPARE its VIEW-CHANGEs show once too, and they refer to it by index: they show
 /// mostly the same ones, up to [`VIEW_CHANGE_SPAN`] each, which (f+1)·groups times over would
-/// not fit a frame. Digests and warrants are over the decoded value, so the encoding changes
-/// nothing they cover.
+/// not fit a frame. So too each distinct order book of their stable checkpoints. Digests and
+/// warrants are over the decoded value, so the encoding changes nothing they cover.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewView {
     pub view: View,
@@ -388,8 +391,9 @@ impl NewView {
 /// The most bytes a NEW-VIEW's shared bases may expand to when decoded (four 16 MiB frames).
 const MAX_EXPANDED_BASES: usize = 64 << 20;
 
-/// [`NewView`] as encoded: carried bases once each, in `bases`, and the PREPAREs its
-/// VIEW-CHANGEs show once each, in `prepares`.
+/// [`NewView`] as encoded: carried bases once each, in `bases`, the PREPAREs its VIEW-CHANGEs
+/// show once each, in `prepares`, and their stable checkpoints' order books once each, in
+/// `books`.
 #[derive(Serialize, Deserialize)]
 struct NewViewEncoding {
     view: View,
@@ -397,23 +401,32 @@ struct NewViewEncoding {
     primary: NodeId,
     bases: Vec<Vec<u8>>,
     prepares: Vec<Arc<Prepare>>,
+    books: Vec<Arc<Vec<u8>>>,
     view_changes: Vec<SharedViewChange>,
     ui: UniqueWarrant,
 }
 
 /// A [`ViewChange`] inside a NEW-VIEW's encoding: its base a [`Base::Shared`] (or named), its
-/// PREPAREs indexes into the NEW-VIEW's table.
+/// PREPAREs and its stable checkpoint's book indexes into the NEW-VIEW's tables.
 #[derive(Serialize, Deserialize)]
 struct SharedViewChange {
     replica: NodeId,
     group: GroupId,
     next_view: View,
-    checkpoint: Option<StableCheckpoint>,
+    checkpoint: Option<SharedCheckpoint>,
     base: Option<Base>,
     prepares: Vec<u32>,
     log: Vec<Warranted>,
     anchor_proof: Vec<Checkpoint>,
     ui: UniqueWarrant,
+}
+
+/// A [`StableCheckpoint`] inside a NEW-VIEW's encoding: its book an index into the NEW-VIEW's
+/// table.
+#[derive(Serialize, Deserialize)]
+struct SharedCheckpoint {
+    certificate: Vec<Checkpoint>,
+    book: u32,
 }
 
 /// A decoded table of items: it must hold distinct items, in the order of their first use, each
@@ -471,13 +484,22 @@ impl<T: Clone> Table<T> {
 }
 
 impl NewViewEncoding {
-    /// The encoding of a NEW-VIEW with these fields: each carried base and each PREPARE once.
+    /// The encoding of a NEW-VIEW with these fields: each carried base, each PREPARE and each
+    /// book once.
     fn of(
         (view, config_epoch, primary): (View, ConfigEpoch, NodeId),
         view_changes: &[ViewChange],
         ui: UniqueWarrant,
     ) -> Self {
         let mut bases: Vec<Vec<u8>> = Vec::new();
+        let mut books: Vec<Arc<Vec<u8>>> = Vec::new();
+        let mut book_index = |book: &Arc<Vec<u8>>| {
+            let at = books.iter().position(|b| b == book).unwrap_or_else(|| {
+                books.push(book.clone());
+                books.len() - 1
+            });
+            at as u32
+        };
         let mut prepares: Vec<Arc<Prepare>> = Vec::new();
         // The PREPAREs in the table at each warrant position: only those can be equal.
         let mut by_position: BTreeMap<(NodeId, u64, u64), Vec<u32>> = BTreeMap::new();
@@ -511,7 +533,10 @@ impl NewViewEncoding {
                     replica: vc.replica,
                     group: vc.group,
                     next_view: vc.next_view,
-                    checkpoint: body.checkpoint.clone(),
+                    checkpoint: body.checkpoint.as_ref().map(|c| SharedCheckpoint {
+                        certificate: c.certificate.clone(),
+                        book: book_index(&c.book),
+                    }),
                     base,
                     prepares: body.prepares.iter().map(&mut prepare_index).collect(),
                     log: body.log.clone(),
@@ -526,6 +551,7 @@ impl NewViewEncoding {
             primary,
             bases,
             prepares,
+            books,
             view_changes,
             ui,
         }
@@ -542,11 +568,13 @@ impl Serialize for NewView {
 impl<'de> Deserialize<'de> for NewView {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let e = NewViewEncoding::deserialize(deserializer)?;
-        // Canonical only: each base and PREPARE once, in the order of first use, every one used
-        // (as `serialize` writes them). Each VIEW-CHANGE gets its own copy of a base: bound what
-        // a small frame may expand to. PREPAREs are shared, so they expand to nothing.
+        // Canonical only: each base, PREPARE and book once, in the order of first use, every one
+        // used (as `serialize` writes them). Each VIEW-CHANGE gets its own copy of a base: bound
+        // what a small frame may expand to. PREPAREs and books are shared, so they expand to
+        // nothing.
         let mut bases = Table::new(e.bases);
         let mut prepares = Table::new(e.prepares);
+        let mut books = Table::new(e.books);
         let mut expanded = 0usize;
         let mut view_changes = Vec::with_capacity(e.view_changes.len());
         for vc in e.view_changes {
@@ -573,8 +601,17 @@ impl<'de> Deserialize<'de> for NewView {
                 let of = |p: &Arc<Prepare>| p.digest();
                 prepares.resolve::<D::Error>(at, "PREPARE", of).cloned()
             });
+            let checkpoint = match vc.checkpoint {
+                Some(c) => {
+                    let of = |b: &Arc<Vec<u8>>| MessageDigest::of(b);
+                    let book = books.resolve::<D::Error>(c.book, "book", of)?.clone();
+                    let certificate = c.certificate;
+                    Some(StableCheckpoint { certificate, book })
+                }
+                None => None,
+            };
             let body = ViewChangeBody {
-                checkpoint: vc.checkpoint,
+                checkpoint,
                 base,
                 prepares: shown.collect::<Result<_, _>>()?,
                 log: vc.log,
@@ -590,6 +627,7 @@ impl<'de> Deserialize<'de> for NewView {
         }
         bases.finish::<D::Error>("base")?;
         prepares.finish::<D::Error>("PREPARE")?;
+        books.finish::<D::Error>("book")?;
         Ok(NewView {
             view: e.view,
             config_epoch: e.config_epoch,
@@ -694,10 +732,20 @@ mod tests {
 
     /// A NEW-VIEW of view 1 whose VIEW-CHANGEs show `shown[i]` each.
     fn new_view(shown: Vec<Vec<Arc<Prepare>>>) -> NewView {
+        new_view_of(shown.into_iter().map(|prepares| (None, prepares)).collect())
+    }
+
+    /// A NEW-VIEW of view 1 whose VIEW-CHANGEs show `shown[i]` each: a stable checkpoint (with
+    /// no certificate) whose book is these bytes, and these PREPAREs.
+    fn new_view_of(shown: Vec<(Option<Arc<Vec<u8>>>, Vec<Arc<Prepare>>)>) -> NewView {
         let view_changes: Vec<ViewChange> = (shown.into_iter().enumerate())
-            .map(|(i, prepares)| {
+            .map(|(i, (book, prepares))| {
+                let checkpoint = book.map(|book| StableCheckpoint {
+                    certificate: Vec::new(),
+                    book,
+                });
                 let body = ViewChangeBody {
-                    checkpoint: None,
+                    checkpoint,
                     base: None,
                     prepares,
                     log: Vec::new(),
@@ -737,6 +785,32 @@ mod tests {
         assert!(Arc::ptr_eq(a, b));
     }
 
+    /// Four VIEW-CHANGEs, three showing a stable checkpoint with the same 100 KB book and one
+    /// with another: the NEW-VIEW holds each book once and decodes to the same value, the three
+    /// sharing theirs.
+    #[test]
+    fn a_new_view_encodes_each_book_its_view_changes_show_once() {
+        let (one, other) = (Arc::new(vec![7; 100_000]), Arc::new(vec![8; 100_000]));
+        let shown = [&one, &other, &one, &one].map(|b| (Some(Arc::new(b.to_vec())), vec![]));
+        let nv = new_view_of(shown.to_vec());
+        let encoded = nv.encode();
+        assert!(encoded.len() < 210_000, "{}", encoded.len());
+        let decoded = NewView::decode(&encoded).unwrap();
+        assert_eq!(decoded, nv);
+        let book = |i: usize| {
+            &decoded.view_changes[i]
+                .body
+                .checkpoint
+                .as_ref()
+                .unwrap()
+                .book
+        };
+        assert!(Arc::ptr_eq(book(0), book(3)) && Arc::ptr_eq(book(2), book(3)));
+        assert!(!Arc::ptr_eq(book(0), book(1)));
+        let e: NewViewEncoding = wire::decode(&encoded).unwrap();
+        assert_eq!(e.books, vec![one, other]);
+    }
+
     /// The encoding of `nv` with its table and references rewritten by `edit`.
     fn edited(nv: &NewView, edit: impl FnOnce(&mut NewViewEncoding)) -> Vec<u8> {
         let mut e: NewViewEncoding = wire::decode(&nv.encode()).unwrap();
@@ -758,6 +832,32 @@ mod tests {
         let unused = edited(&nv, |e| e.prepares.push(prepares(4)[3].clone()));
         let ahead = edited(&nv, |e| e.view_changes[0].prepares.swap(0, 1));
         let past = edited(&nv, |e| e.view_changes[1].prepares[1] = 9);
+        for refused in [twice, unused, ahead, past] {
+            assert_eq!(NewView::decode(&refused), None);
+        }
+    }
+
+    /// The same for the books: only the table `serialize` writes decodes.
+    #[test]
+    fn a_book_table_other_than_the_canonical_one_is_refused() {
+        let [a, b] = [1, 2].map(|n| Some(Arc::new(vec![n; 10])));
+        let nv = new_view_of(vec![
+            (a.clone(), vec![]),
+            (b, vec![]),
+            (a, vec![]),
+            (None, vec![]),
+        ]);
+        assert_eq!(NewView::decode(&edited(&nv, |_| {})), Some(nv.clone()));
+        fn book_of(e: &mut NewViewEncoding, i: usize) -> &mut u32 {
+            &mut e.view_changes[i].checkpoint.as_mut().unwrap().book
+        }
+        let twice = edited(&nv, |e| {
+            e.books.push(e.books[0].clone());
+            *book_of(e, 2) = 2;
+        });
+        let unused = edited(&nv, |e| e.books.push(Arc::new(vec![3; 10])));
+        let ahead = edited(&nv, |e| *book_of(e, 0) = 1);
+        let past = edited(&nv, |e| *book_of(e, 2) = 9);
         for refused in [twice, unused, ahead, past] {
             assert_eq!(NewView::decode(&refused), None);
         }

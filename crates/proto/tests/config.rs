@@ -1,7 +1,9 @@
 //! Cluster configuration validation: every rule the roles rely on, each with an error that names
 //! the field.
 
-use proto::config::{Cluster, ClusterConfig, DbNodeConfig, GroupConfig, NodeConfig, ReplicaConfig};
+use proto::config::{
+    ClientConfig, Cluster, ClusterConfig, DbNodeConfig, GroupConfig, NodeConfig, ReplicaConfig,
+};
 use proto::{GroupId, NodeId, SigningKey};
 use usig::soft::SoftUsig;
 use usig::{Enrollment, EnrollmentRecord, Epoch, UsigId};
@@ -145,6 +147,26 @@ fn every_rule_names_its_field() {
     let mut c = valid();
     c.primaries.clear();
     assert!(error(c).contains("primary"));
+
+    let most = proto::limits::MAX_CLIENTS;
+    let mut c = valid();
+    c.clients = (0..=most as u64)
+        .map(|id| ClientConfig {
+            id,
+            addr: "127.0.0.1:9".into(),
+            public_key: key(9),
+        })
+        .collect();
+    let e = error(c);
+    assert!(
+        e.contains("client") && e.contains(&format!("at most {most}")),
+        "{e}"
+    );
+
+    let mut c = valid();
+    c.epoch_start.clients = (0..=most as u64).map(|id| (id, 1)).collect();
+    let e = error(c);
+    assert!(e.contains("epoch_start.clients"), "{e}");
 }
 
 #[test]
