@@ -735,9 +735,12 @@ mod tests {
         new_view_of(shown.into_iter().map(|prepares| (None, prepares)).collect())
     }
 
-    /// A NEW-VIEW of view 1 whose VIEW-CHANGEs show `shown[i]` each: a stable checkpoint (with
-    /// no certificate) whose book is these bytes, and these PREPAREs.
-    fn new_view_of(shown: Vec<(Option<Arc<Vec<u8>>>, Vec<Arc<Prepare>>)>) -> NewView {
+    /// What a test VIEW-CHANGE shows: a stable checkpoint (with no certificate) whose book is
+    /// these bytes, and these PREPAREs.
+    type Shown = (Option<Arc<Vec<u8>>>, Vec<Arc<Prepare>>);
+
+    /// A NEW-VIEW of view 1 whose VIEW-CHANGEs show `shown[i]` each.
+    fn new_view_of(shown: Vec<Shown>) -> NewView {
         let view_changes: Vec<ViewChange> = (shown.into_iter().enumerate())
             .map(|(i, (book, prepares))| {
                 let checkpoint = book.map(|book| StableCheckpoint {
