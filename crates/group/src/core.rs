@@ -281,6 +281,14 @@ const KEEP_FUTURE: usize = 4096;
 /// (the high watermark), and a replica further behind than this is past what fetching repairs
 /// anyway (an ordered verifier holds 1,024 counters): it catches up by state transfer.
 pub const AGREEMENT_HORIZON: u64 = 8 * CHECKPOINT_INTERVAL;
+/// How far past the later of its stable checkpoint and its view's NEW-VIEW slot a replica
+/// processes its primary's PREPAREs: 512 slots, four checkpoint intervals. It COMMITs none
+/// beyond [`VIEW_CHANGE_SPAN`] (one interval) anyway, and a correct primary, paced by the
+/// groups' decisions, runs at most a few batches per group past what they decided; so only a
+/// faulty primary's flood reaches this far. Its later PREPAREs are refused unprocessed and
+/// fetched once the stable checkpoint moves, so the history it makes a replica keep is bounded
+/// (docs/protocol.md, "Bounded VIEW-CHANGEs").
+pub const PREPARE_HORIZON: u64 = 4 * CHECKPOINT_INTERVAL;
 /// Ticks without progress before we ask again for COMMITs or re-send a COMMIT-DB: under load
 /// an agreement or an execution legitimately takes a few ticks, and asking every tick would
 /// multiply the work of the very nodes that are behind.
@@ -715,6 +723,7 @@ impl ReplicaCore {
             return Err(Reject::WrongEpoch);
         }
         let usig = self.usig(sender)?;
+        self.bound_primaries();
         let (warranted, digest) = proposal.digests();
         let ui = proposal.ui().clone();
         let delivered = match self
@@ -767,6 +776,34 @@ impl ReplicaCore {
             return Err(Reject::InvalidNewView);
         }
         Ok(actions)
+    }
+
+    /// Sets how far the verifier delivers each candidate's proposals: our view's primary's up to
+    /// [`PREPARE_HORIZON`] slots past the stable checkpoint or the view's NEW-VIEW slot,
+    /// whichever is later. The other candidates', and all while we change view, have no
+    /// ceiling: a NEW-VIEW may come at any counter, and nothing is added to our history then.
+    fn bound_primaries(&mut self) {
+        let h = &self.history;
+        let last = self.stable().max(h.base_slot) + PREPARE_HORIZON;
+        let ceiling = h.base_counter + (last - h.base_slot);
+        let primary = self.changing_to.is_none().then(|| self.primary());
+        for candidate in &self.cluster.config.primaries {
+            let Some(usig) = self.cluster.usig_of(NodeId(candidate.id)) else {
+                continue;
+            };
+            let bound = (primary == Some(NodeId(candidate.id))).then_some(ceiling);
+            self.primaries.set_ceiling(usig, bound);
+        }
+    }
+
+    /// The fetch of our primary's PREPAREs that were refused beyond [`PREPARE_HORIZON`] and are
+    /// within it now that the stable checkpoint moved, if any.
+    fn fetch_held_back(&mut self) -> Option<Action> {
+        self.bound_primaries();
+        let from = self.primary();
+        let usig = self.cluster.usig_of(from)?;
+        let counters = self.fetch(usig, self.primaries.missing(usig))?;
+        Some(Action::FetchPrepares { from, counters })
     }
 
     /// A PREPARE in its primary's counter order: ours to order if it is of our view and takes
@@ -1372,8 +1409,10 @@ impl ReplicaCore {
             .map_err(Reject::Warrant)?;
         if let Some(stable) = self.checkpoints.vote(checkpoint) {
             self.collect_garbage(stable);
-            // COMMITs may be waiting for the span to move.
-            return Ok(self.next_warrant());
+            // COMMITs may be waiting for the span to move, PREPAREs for the horizon.
+            let mut actions = self.next_warrant();
+            actions.extend(self.fetch_held_back());
+            return Ok(actions);
         }
         Ok(Vec::new())
     }
@@ -1446,6 +1485,7 @@ impl ReplicaCore {
                     if let Some(stable) = self.checkpoints.vote(c) {
                         self.collect_garbage(stable);
                         actions.extend(self.next_warrant());
+                        actions.extend(self.fetch_held_back());
                     }
                 }
             }
@@ -1491,7 +1531,11 @@ impl ReplicaCore {
             if !seen {
                 match self.on_proposal(Proposal::Prepare((**prepare).clone())) {
                     Ok(more) => actions.extend(more),
-                    Err(Reject::Warrant(VerifyError::Replay { .. })) => {}
+                    // Beyond our horizon: the PREPARE is fetched once we reach it, and the COMMIT
+                    // still counts.
+                    Err(Reject::Warrant(
+                        VerifyError::Replay { .. } | VerifyError::BeyondCeiling { .. },
+                    )) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -2312,7 +2356,8 @@ impl ReplicaCore {
             Some(_) => {}
         }
         // From every candidate, not only our view's primary: a NEW-VIEW we lost shows as a gap
-        // before the new primary's PREPAREs.
+        // before the new primary's PREPAREs. Within the horizon as it stands now.
+        self.bound_primaries();
         let candidates: Vec<NodeId> = (self.cluster.config.primaries.iter())
             .map(|c| NodeId(c.id))
             .collect();

@@ -99,17 +99,18 @@ fn a_quiet_primary_is_not_asked_without_a_peer_gap() {
 #[test]
 fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_is_due() {
     let (cluster, mut replica) = replica_101();
-    let prepares = empty_prepares(&cluster, 600);
+    // Within the horizon (`PREPARE_HORIZON`, 512 slots with no stable checkpoint).
+    let prepares = empty_prepares(&cluster, 500);
     let start = prepares[0].ui.counter;
     let first_batch = start..=start + 255;
 
     // The last one arrives first: the first 256 counters of the gap are asked for.
     assert_eq!(
-        deliver(&mut replica, &prepares[599]),
+        deliver(&mut replica, &prepares[499]),
         vec![first_batch.clone()]
     );
     // Another one beyond the gap while that answer is due: not asked again.
-    assert_eq!(deliver(&mut replica, &prepares[598]), Vec::new());
+    assert_eq!(deliver(&mut replica, &prepares[498]), Vec::new());
     // Nor on the next three ticks; on the fourth, unanswered, it is.
     for _ in 0..3 {
         assert_eq!(fetches(&replica.on_tick()), Vec::new());
@@ -119,7 +120,7 @@ fn a_gap_is_fetched_a_batch_at_a_time_and_not_asked_for_again_while_its_answer_i
     let asked: Vec<_> = (prepares[..256].iter())
         .flat_map(|p| deliver(&mut replica, p))
         .collect();
-    assert_eq!(asked, vec![start + 256..=start + 511]);
+    assert_eq!(asked, vec![start + 256..=start + 497]);
 }
 
 /// A FETCH-COMMITS is signed by a group peer, but a Byzantine peer chooses its fields: a reversed
@@ -162,15 +163,19 @@ fn a_reversed_fetch_commits_range_is_refused_without_a_panic() {
 
 /// Member 101 after `empty` PREPAREs without work for the group and one with work: its COMMIT
 /// for that last slot is there to fetch, and so are the CHECKPOINTs it warranted on the way.
-/// Member 102's CHECKPOINTs make them stable, so that the last slot is within the span a
-/// replica COMMITs in.
+/// The two members' CHECKPOINTs make them stable at both, so that the last slot is within the
+/// span a replica COMMITs in, and every PREPARE within the horizon it processes them in.
 fn committed_after(empty: usize) -> (ReplicaCore, u64) {
     let mut g = common::Group::new();
     for _ in 0..empty {
         let p = g.primary.empty();
-        assert!(g.replica.prepare(&p).commits.is_empty());
+        let ours = g.replica.prepare(&p);
+        assert!(ours.commits.is_empty());
         for checkpoint in g.peer.prepare(&p).checkpoints {
             g.replica.checkpoint(checkpoint).unwrap();
+        }
+        for checkpoint in ours.checkpoints {
+            g.peer.checkpoint(checkpoint).unwrap();
         }
     }
     let p = g.primary.prepare();

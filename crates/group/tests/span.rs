@@ -6,8 +6,10 @@
 mod common;
 
 use common::{Group, Member};
+use group::core::{Reject, PREPARE_HORIZON};
 use group::view::Checker;
 use proto::{Prepare, View, CHECKPOINT_INTERVAL, VIEW_CHANGE_SPAN};
+use usig::VerifyError;
 
 /// `member` processes `prepares`; its COMMITs and CHECKPOINTs.
 fn process(member: &mut Member, prepares: &[Prepare]) -> common::Outcome {
@@ -74,4 +76,50 @@ fn a_checkpoint_that_becomes_stable_moves_the_span_on_at_once() {
     let committed: Vec<u64> = after.commits.iter().map(|c| c.slot).collect();
     let span = CHECKPOINT_INTERVAL + VIEW_CHANGE_SPAN;
     assert_eq!(committed, (201..=span).collect::<Vec<_>>());
+}
+
+/// A primary running far ahead (PREPAREs with no work for the group, as fast as it likes) makes
+/// a replica keep at most `PREPARE_HORIZON` slots past its stable checkpoint: the later
+/// PREPAREs are refused unprocessed, and the replica asks for them again once a CHECKPOINT
+/// moves the stable checkpoint on, up to the new horizon only.
+#[test]
+fn a_primary_running_far_ahead_is_held_at_the_horizon_and_fetched_from_as_checkpoints_move() {
+    let Group {
+        mut primary,
+        mut replica,
+        mut peer,
+        ..
+    } = Group::new();
+    let flood: Vec<Prepare> = (0..PREPARE_HORIZON + 200)
+        .map(|_| primary.empty())
+        .collect();
+    let mut refused = 0;
+    for p in &flood {
+        match replica.try_prepare(p) {
+            Ok(_) => {}
+            Err(Reject::Warrant(VerifyError::BeyondCeiling { .. })) => refused += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(refused, 200);
+    let retained = replica.core.retained();
+    assert_eq!(
+        (retained.stable, retained.prepares as u64),
+        (0, PREPARE_HORIZON)
+    );
+
+    // The peer's CHECKPOINT at 128 makes it stable: the horizon moves to 640, and the replica
+    // asks for what it refused up to there.
+    let peers = process(&mut peer, &flood[..CHECKPOINT_INTERVAL as usize]);
+    let after = replica.checkpoint(peers.checkpoints[0].clone()).unwrap();
+    let next = PREPARE_HORIZON + 1;
+    let horizon = CHECKPOINT_INTERVAL + PREPARE_HORIZON;
+    assert_eq!(after.fetched_prepares, vec![next..=horizon]);
+    for p in &flood[PREPARE_HORIZON as usize..] {
+        let refused = replica.try_prepare(p).is_err();
+        assert_eq!(refused, p.ui.counter > horizon, "counter {}", p.ui.counter);
+    }
+    let retained = replica.core.retained();
+    let kept = (retained.stable, retained.prepares as u64);
+    assert_eq!(kept, (CHECKPOINT_INTERVAL, PREPARE_HORIZON));
 }

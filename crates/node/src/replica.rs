@@ -701,6 +701,8 @@ fn reject_label(reject: &Reject) -> &'static str {
         Reject::WrongLink => "wrong_link",
         // Answers to our own fetches, and PREPAREs carried again by COMMITs: harmless.
         Reject::Warrant(usig::VerifyError::Replay { .. }) => "duplicate_warrant",
+        // Our primary's PREPAREs past `PREPARE_HORIZON`: fetched once the checkpoint moves.
+        Reject::Warrant(usig::VerifyError::BeyondCeiling { .. }) => "prepare_beyond_horizon",
         Reject::Warrant(_) => "bad_warrant",
         Reject::InvalidNewView => "invalid_new_view",
         Reject::AboveWatermark => "above_watermark",

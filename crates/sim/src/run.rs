@@ -180,6 +180,9 @@ pub struct Outcome {
     pub retained: Retained,
     /// The largest VIEW-CHANGE or NEW-VIEW sent, encoded, in bytes.
     pub largest_view_message: usize,
+    /// The most PREPAREs any replica held past its stable checkpoint (or its view's NEW-VIEW
+    /// slot) at a tick.
+    pub most_history: usize,
     /// Replicas up at the end and still recovering after a restart.
     pub recovering: usize,
     /// Recoveries completed (restarted replicas, and replicas that fell too far behind).
@@ -376,6 +379,7 @@ struct World {
     prepares_after_close: u64,
     rejected: u64,
     largest_view_message: usize,
+    most_history: usize,
 }
 
 const TICK: u64 = 50;
@@ -543,6 +547,7 @@ impl World {
             prepares_after_close: 0,
             rejected: 0,
             largest_view_message: 0,
+            most_history: 0,
             cluster,
             scenario,
         }
@@ -635,11 +640,12 @@ impl World {
         let ids: Vec<NodeId> = self.replicas.keys().copied().collect();
         let ids: Vec<NodeId> = ids.into_iter().filter(|&id| !self.down(id)).collect();
         for id in ids {
-            let actions = self
-                .replicas
-                .get_mut(&id)
-                .map(|r| r.core.on_tick())
-                .unwrap_or_default();
+            let Some(r) = self.replicas.get_mut(&id) else {
+                continue;
+            };
+            let held = r.core.retained().prepares;
+            self.most_history = self.most_history.max(held);
+            let actions = r.core.on_tick();
             self.replica_actions(id, actions);
         }
         let finishing: Vec<NodeId> = self.finishing.keys().copied().collect();
@@ -1910,6 +1916,7 @@ impl World {
             accepted_pages: self.accepted.clone(),
             rejected_messages: self.rejected,
             largest_view_message: self.largest_view_message,
+            most_history: self.most_history,
             open_agreements: up().map(|r| r.open_agreements()).sum(),
             commit_gaps: up().map(|r| r.commit_gaps()).sum(),
             views: self

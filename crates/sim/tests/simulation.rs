@@ -139,11 +139,13 @@ fn a_primary_running_ahead_leaves_view_changes_within_the_span() {
     };
     let outcome = run(scenario.clone());
     eprintln!(
-        "views {:?}, largest view message {} bytes",
-        outcome.views, outcome.largest_view_message
+        "views {:?}, largest view message {} bytes, most history {} PREPAREs",
+        outcome.views, outcome.largest_view_message, outcome.most_history
     );
     check(&scenario, &outcome);
     assert!(outcome.views.values().all(|v| *v >= View(1)));
+    // Nor their memory: what the primary sends past the horizon is refused unprocessed.
+    assert!(outcome.most_history as u64 <= group::core::PREPARE_HORIZON);
     assert!(
         outcome.largest_view_message < 200_000,
         "largest VIEW-CHANGE or NEW-VIEW: {} bytes",

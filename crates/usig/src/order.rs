@@ -8,6 +8,11 @@
 //!
 //! It never delivers two messages for one `(identity, epoch, counter)`: within an epoch the next
 //! expected counter only grows, and epochs only grow, through [`OrderedVerifier::begin_epoch`].
+//!
+//! A receiver may also set a ceiling per sender ([`OrderedVerifier::set_ceiling`]): warrants
+//! beyond it are verified and refused, as those beyond the window are, and fetched once the
+//! ceiling rises ([`OrderedVerifier::missing`]). The window bounds what is held; the ceiling
+//! bounds what is delivered, which the window does not (each delivery moves it on).
 
 use crate::verify::{ChainLink, Directory, VerifyError};
 use crate::warrant::{Epoch, MessageDigest, UniqueWarrant, UsigId};
@@ -40,8 +45,10 @@ struct SenderState<T> {
     held: BTreeMap<u64, Held<T>>,
     /// The highest verified counter that was too far ahead to hold: what [`OrderedVerifier::
     /// missing`] asks for, so that a receiver far behind catches up by fetching rather than
-    /// waiting for a message that nothing will send again.
+    /// waiting for a message that nothing will send again. Also the highest beyond the ceiling.
     beyond: Option<u64>,
+    /// The last counter delivered or held, if the receiver set one.
+    ceiling: Option<u64>,
 }
 
 impl<T> SenderState<T> {
@@ -52,6 +59,7 @@ impl<T> SenderState<T> {
             chain: [0; 32],
             held: BTreeMap::new(),
             beyond: None,
+            ceiling: None,
         }
     }
 }
@@ -113,6 +121,10 @@ impl<T> OrderedVerifier<T> {
                 expected: state.next,
             });
         }
+        if let Some(ceiling) = state.ceiling.filter(|&c| counter > c) {
+            state.beyond = state.beyond.max(Some(counter));
+            return Err(VerifyError::BeyondCeiling { counter, ceiling });
+        }
         if counter - state.next >= window {
             state.beyond = state.beyond.max(Some(counter));
             return Err(VerifyError::OutOfWindow {
@@ -141,14 +153,30 @@ impl<T> OrderedVerifier<T> {
     }
 
     /// Counters the verifier waits for before it can deliver what it holds from `sender`, or up
-    /// to a warrant it saw beyond its window: the range to fetch, if any.
+    /// to a warrant it saw beyond its window or ceiling: the range to fetch, if any, never past
+    /// the ceiling.
     pub fn missing(&self, sender: UsigId) -> Option<RangeInclusive<u64>> {
         let state = self.senders.get(&sender)?;
-        if let Some((&first_held, _)) = state.held.first_key_value() {
-            return Some(state.next..=first_held - 1);
+        let end = match state.held.first_key_value() {
+            Some((&first_held, _)) => first_held - 1,
+            None => state.beyond.filter(|&b| b >= state.next)?,
+        };
+        let end = state.ceiling.map_or(end, |c| end.min(c));
+        (end >= state.next).then_some(state.next..=end)
+    }
+
+    /// Delivers and holds nothing from `sender` beyond `ceiling` (none: no ceiling) until it is
+    /// set again; what is held already stays.
+    pub fn set_ceiling(&mut self, sender: UsigId, ceiling: Option<u64>) {
+        match self.senders.get_mut(&sender) {
+            Some(state) => state.ceiling = ceiling,
+            None if ceiling.is_some() => {
+                let mut state = SenderState::fresh(None);
+                state.ceiling = ceiling;
+                self.senders.insert(sender, state);
+            }
+            None => {}
         }
-        let beyond = state.beyond.filter(|&b| b >= state.next)?;
-        Some(state.next..=beyond)
     }
 
     /// The sender's current epoch and next expected counter, once known.
@@ -420,6 +448,32 @@ mod tests {
         assert_eq!(v.missing(ID), Some(5..=5));
         assert_eq!(offer(&mut v, &ws[4]), Ok(vec![5]));
         assert_eq!(v.missing(ID), None);
+    }
+
+    /// Nothing past the ceiling is delivered, however close to the next counter: it is
+    /// refused, and once the ceiling rises it is fetched up to the new ceiling only.
+    #[test]
+    fn nothing_past_the_ceiling_is_delivered_and_it_is_fetched_once_the_ceiling_rises() {
+        let mut v = verifier(8);
+        let ws = warrants(1, &[b"a", b"b", b"c", b"d", b"e"]);
+        v.set_ceiling(ID, Some(2));
+        assert_eq!(offer(&mut v, &ws[0]), Ok(vec![1]));
+        assert_eq!(offer(&mut v, &ws[1]), Ok(vec![2]));
+        let refused = Err(VerifyError::BeyondCeiling {
+            counter: 3,
+            ceiling: 2,
+        });
+        assert_eq!(offer(&mut v, &ws[2]), refused);
+        assert!(offer(&mut v, &ws[4]).is_err());
+        assert_eq!(v.missing(ID), None, "nothing to fetch below the ceiling");
+        v.set_ceiling(ID, Some(4));
+        assert_eq!(v.missing(ID), Some(3..=4));
+        assert_eq!(offer(&mut v, &ws[3]), Ok(vec![]));
+        assert_eq!(offer(&mut v, &ws[2]), Ok(vec![3, 4]));
+        assert_eq!(v.missing(ID), None);
+        v.set_ceiling(ID, None);
+        assert_eq!(v.missing(ID), Some(5..=5));
+        assert_eq!(offer(&mut v, &ws[4]), Ok(vec![5]));
     }
 
     #[test]

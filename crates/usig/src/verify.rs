@@ -57,6 +57,10 @@ pub enum VerifyError {
         expected: u64,
         window: u64,
     },
+    #[error(
+        "counter {counter} is beyond {ceiling}, the last the receiver takes from this sender now"
+    )]
+    BeyondCeiling { counter: u64, ceiling: u64 },
     #[error("sender moved from epoch {current} to {offered}; the protocol must accept it")]
     NewEpoch { current: Epoch, offered: Epoch },
     #[error("epoch {offered} is older than the current epoch {current}")]

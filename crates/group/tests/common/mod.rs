@@ -12,6 +12,7 @@ use proto::{
     Checkpoint, Commit, GroupId, NodeId, Prepare, PrepareEntry, Proposal, ReqViewChange, Signature,
     View, ViewChange,
 };
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use usig::soft::SoftUsig;
 use usig::Usig;
@@ -133,6 +134,8 @@ pub struct Outcome {
     pub view_changes: Vec<ViewChange>,
     /// Its CHECKPOINTs, warranted.
     pub checkpoints: Vec<Checkpoint>,
+    /// The counters it asked a candidate for again.
+    pub fetched_prepares: Vec<RangeInclusive<u64>>,
 }
 
 impl Member {
@@ -145,8 +148,13 @@ impl Member {
 
     /// A PREPARE from the primary.
     pub fn prepare(&mut self, prepare: &Prepare) -> Outcome {
-        let actions = self.core.on_proposal(Proposal::Prepare(prepare.clone()));
-        self.settle(actions.unwrap())
+        self.try_prepare(prepare).unwrap()
+    }
+
+    /// A PREPARE from the primary, which may be refused.
+    pub fn try_prepare(&mut self, prepare: &Prepare) -> Result<Outcome, Reject> {
+        let actions = self.core.on_proposal(Proposal::Prepare(prepare.clone()))?;
+        Ok(self.settle(actions))
     }
 
     /// A peer's COMMIT.
@@ -195,6 +203,9 @@ impl Member {
                         to: None,
                         view_change,
                     } => outcome.view_changes.push(*view_change),
+                    Action::FetchPrepares { counters, .. } => {
+                        outcome.fetched_prepares.push(counters)
+                    }
                     Action::Persist { slot, .. } => {
                         outcome.decided.push(slot);
                         next.extend(self.core.persisted(slot));
