@@ -126,6 +126,14 @@ pub fn keygen(args: &KeygenArgs) -> Result<PathBuf> {
     if args.shape.usig == UsigMode::Tpm && max_groups > 8 {
         bail!("--max-groups ({max_groups}) must be at most 8 with --usig tpm: each machine has 8 PCRs (8-15) for its VMs' identities");
     }
+    let most = proto::limits::MAX_CLIENTS as u64;
+    if args.clients > most {
+        bail!(
+            "--clients ({}) must be at most {most}: every checkpoint carries each client's newest \
+             timestamp; let each endpoint serve many users instead",
+            args.clients
+        );
+    }
     let machines =
         2 * args.shape.f + 1 + args.shape.candidates as usize + args.spare_machines as usize;
     if machines > 99 {

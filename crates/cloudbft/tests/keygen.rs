@@ -85,3 +85,20 @@ fn keygen_refuses_fewer_partitions_than_groups() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("--partitions (2) must be at least --groups (3)"));
 }
+
+#[test]
+fn keygen_refuses_more_clients_than_a_checkpoint_may_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let too_many = (proto::limits::MAX_CLIENTS + 1).to_string();
+    let out = cloudbft()
+        .args(["keygen", "--clients", &too_many, "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--clients (16385) must be at most 16384"),
+        "{stderr}"
+    );
+}
