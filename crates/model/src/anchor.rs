@@ -42,6 +42,12 @@
 //!   and lower slots allowed: that is the attack). Correct peers see its messages in its
 //!   counter order. Its CHECKPOINTs report whatever suits it, so each counts as a report of any
 //!   anchor of its own.
+//! * **The span** ([`Anchors::span`], K in the design): a correct replica takes any slot that
+//!   f+1 CHECKPOINTs certify as its stable checkpoint at any time ([`Action::Stable`]; it never
+//!   goes down), COMMITs a slot only within the span of it, and its VIEW-CHANGE shows its
+//!   stable checkpoint and its PREPAREs up to the span past it; a Byzantine VIEW-CHANGE whose
+//!   log forces PREPAREs past the span of the checkpoint it shows is refused.
+//!   [`Anchors::without_span`] is the model as it was before the span.
 //! * **VIEW-CHANGE and NEW-VIEW** ([`Action::NewView`]): the NEW-VIEW takes f+1 = 2
 //!   VIEW-CHANGEs of the group, from both correct replicas or from one and the Byzantine one. A
 //!   correct replica's VIEW-CHANGE shows a stable checkpoint `low` and the PREPAREs of slots
@@ -110,7 +116,8 @@
 //!
 //! # Result
 //!
-//! See the crate doc: the rule with f+1 reports holds; the old rule
+//! See the crate doc: the rule with f+1 reports holds, with the span and without it; the old
+//! rule
 //! ([`LogStart::AnyOwnCheckpoint`]), f reports, reports without the increasing-slots rule, and
 //! receivers that do not enforce the watermark on a peer's COMMITs
 //! ([`Anchors::receivers_check_watermark`]) lose a decided slot.
@@ -188,6 +195,9 @@ pub struct Correct {
     /// Its CHECKPOINTs at K, 2K, ... in order, each with what it reports of the Byzantine
     /// replica: the counter of its first CHECKPOINT an interval below ([`report`]).
     pub checkpoints: Vec<Option<Counter>>,
+    /// Its stable checkpoint: a slot that f+1 CHECKPOINTs certify, taken at any time once they
+    /// exist ([`Action::Stable`]), never lower than before (0 until then).
+    pub stable: Slot,
 }
 
 impl Correct {
@@ -343,6 +353,15 @@ pub struct Anchors {
     /// Correct replicas count a peer's COMMIT only behind the peer's CHECKPOINT at its
     /// watermark (the design; `Checkpoints::peer_may_commit`).
     pub receivers_check_watermark: bool,
+    /// The span (`proto::VIEW_CHANGE_SPAN`, one interval in the design): correct replicas COMMIT
+    /// a slot only within it of their stable checkpoint, their VIEW-CHANGEs show PREPAREs no
+    /// further than it past the checkpoint they show, and a VIEW-CHANGE that shows more is
+    /// refused. `None`: no span (the protocol before 2026-12-07).
+    pub span: Option<Slot>,
+    /// A correct VIEW-CHANGE shows its own stable checkpoint (the design); `false`: any
+    /// certified one or none, as the model without a span lets it (with a span, it then leaves
+    /// out PREPAREs it COMMITted within the span of a higher one).
+    pub shows_own_stable: bool,
 }
 
 impl Anchors {
@@ -357,6 +376,40 @@ impl Anchors {
             increasing_slots: true,
             byzantine_slots_never_decrease: false,
             receivers_check_watermark: true,
+            span: Some(K),
+            shows_own_stable: true,
+        }
+    }
+
+    /// The rule without the span, as it was checked before the span existed: a correct
+    /// VIEW-CHANGE shows any certified checkpoint and every PREPARE it processed above it.
+    pub fn without_span(byzantine_messages: usize) -> Self {
+        Anchors {
+            span: None,
+            shows_own_stable: false,
+            ..Self::reported(byzantine_messages)
+        }
+    }
+
+    /// Whether the span lets a replica whose stable checkpoint is `stable` COMMIT `slot`.
+    pub fn within_span(&self, stable: Slot, slot: Slot) -> bool {
+        self.span.is_none_or(|span| slot <= stable + span)
+    }
+
+    /// The PREPAREs a correct VIEW-CHANGE showing the checkpoint `low` shows, of those its
+    /// sender processed: up to the span past `low`.
+    pub fn shown_by_correct(&self, low: Slot, processed: Slot) -> Slots {
+        let top = self
+            .span
+            .map_or(processed, |span| processed.min(low + span));
+        Slots::range(low, top.max(low))
+    }
+
+    /// The stable checkpoints correct member `r`'s VIEW-CHANGE may show now.
+    fn correct_lows(&self, state: &State, r: usize) -> Vec<Slot> {
+        match self.shows_own_stable {
+            true => vec![state.correct[r].stable],
+            false => std::iter::once(0).chain(state.certified()).collect(),
         }
     }
 
@@ -389,6 +442,10 @@ impl Anchors {
                     })
                     .max()
                     .unwrap_or(low);
+                // The checker refuses a VIEW-CHANGE that shows PREPAREs past the span.
+                if !self.within_span(low, top) {
+                    continue;
+                }
                 let start = start as Counter;
                 out.push((Sender::Byzantine { low, start }, Slots::range(low, top)));
             }
@@ -408,14 +465,21 @@ impl Anchors {
         state.correct[replica].processed = self.slots;
         loop {
             let decided = self.decided(state, replica);
+            let certified = state.certified().into_iter().max().unwrap_or(0);
             let r = &mut state.correct[replica];
             let checkpoint = r.checkpointed() + K;
-            if checkpoint <= self.checkpoints
+            let next = r.committed + 1;
+            if certified > r.stable {
+                r.stable = certified;
+            } else if checkpoint <= self.checkpoints
                 && Slots::range(0, checkpoint).intersection(decided) == Slots::range(0, checkpoint)
             {
                 r.checkpoints.push(None);
-            } else if r.committed < r.processed && r.checkpointed() >= watermark(r.committed + 1) {
-                r.committed += 1;
+            } else if r.committed < r.processed
+                && r.checkpointed() >= watermark(next)
+                && self.within_span(r.stable, next)
+            {
+                r.committed = next;
             } else {
                 break;
             }
@@ -443,8 +507,10 @@ impl Anchors {
 pub enum Action {
     /// A correct replica processes the PREPARE of `slot`.
     Prepare { replica: usize, slot: Slot },
-    /// A correct replica COMMITs `slot` (processed, and the watermark allows).
+    /// A correct replica COMMITs `slot` (processed, and the watermark and the span allow).
     Commit { replica: usize, slot: Slot },
+    /// A correct replica takes `slot`, which f+1 CHECKPOINTs certify, as its stable checkpoint.
+    Stable { replica: usize, slot: Slot },
     /// A correct replica warrants its CHECKPOINT, reporting the Byzantine replica's CHECKPOINT
     /// with this counter.
     Checkpoint {
@@ -467,6 +533,7 @@ impl Model for Anchors {
             processed: 0,
             committed: 0,
             checkpoints: Vec::new(),
+            stable: 0,
         };
         vec![State {
             correct: [r.clone(), r],
@@ -485,8 +552,16 @@ impl Model for Anchors {
                 actions.push(Action::Prepare { replica, slot });
             }
             let slot = r.committed + 1;
-            if slot <= r.processed && r.checkpointed() >= watermark(slot) {
+            let span = self.within_span(r.stable, slot);
+            if slot <= r.processed && r.checkpointed() >= watermark(slot) && span {
                 actions.push(Action::Commit { replica, slot });
+            }
+            // Only the span and the VIEW-CHANGE read it: without them it would only multiply
+            // the states.
+            if self.span.is_some() || self.shows_own_stable {
+                for slot in state.certified().into_iter().filter(|&y| y > r.stable) {
+                    actions.push(Action::Stable { replica, slot });
+                }
             }
             let slot = r.checkpointed() + K;
             let decided = self.decided(state, replica);
@@ -528,9 +603,10 @@ impl Model for Anchors {
                 actions.push(Action::Byzantine { counter, msg });
             }
         }
-        let lows: Vec<Slot> = std::iter::once(0).chain(state.certified()).collect();
-        let correct = |replica| {
-            lows.iter()
+        let lows = [0, 1].map(|r| self.correct_lows(state, r));
+        let correct = |replica: usize| {
+            lows[replica]
+                .iter()
                 .map(move |&low| Sender::Correct { replica, low })
         };
         for a in correct(0) {
@@ -557,6 +633,7 @@ impl Model for Anchors {
         match action {
             Action::Prepare { replica, slot } => next.correct[replica].processed = slot,
             Action::Commit { replica, slot } => next.correct[replica].committed = slot,
+            Action::Stable { replica, slot } => next.correct[replica].stable = slot,
             Action::Checkpoint {
                 replica, report, ..
             } => next.correct[replica].checkpoints.push(report),
@@ -569,9 +646,10 @@ impl Model for Anchors {
                 };
                 for vc in view_changes {
                     let (low, shown) = match vc {
-                        Sender::Correct { replica, low } => {
-                            (low, Slots::range(low, state.correct[replica].processed))
-                        }
+                        Sender::Correct { replica, low } => (
+                            low,
+                            self.shown_by_correct(low, state.correct[replica].processed),
+                        ),
                         Sender::Byzantine { low, start } => {
                             let all = self.byzantine_view_changes(state);
                             let (_, shown) = all.into_iter().find(|(b, _)| *b == vc)?;

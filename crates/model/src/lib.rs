@@ -99,7 +99,11 @@
 //! with up to 5 Byzantine messages (7, and 4 slots, in `examples/anchor_deep_check.rs`).
 //! Reports from f members, reports that let a sender's CHECKPOINT slots go down, and
 //! receivers that count a peer's COMMIT without its CHECKPOINT at the watermark before it are
-//! refuted: the rule needs all three.
+//! refuted: the rule needs all three. **The span** (docs/protocol.md, "Bounded VIEW-CHANGEs",
+//! item 3: COMMITs and the PREPAREs a VIEW-CHANGE shows within one interval of the stable
+//! checkpoint, VIEW-CHANGEs showing more refused) keeps them too, checked with and without it;
+//! with it, a correct VIEW-CHANGE that showed a lower checkpoint than its own stable one would
+//! lose the slots it COMMITted within its span, which is refuted.
 //!
 //! # Replica recovery ([`recovery`])
 //!

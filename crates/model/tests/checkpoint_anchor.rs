@@ -2,7 +2,7 @@
 //! `model::anchor` for the model). Each check prints the number of states it explored;
 //! refutations print a shortest counterexample.
 
-use model::anchor::{Action, Anchors, LogStart, Msg, State, NO_LOSS};
+use model::anchor::{Action, Anchors, LogStart, Msg, Sender, State, NO_LOSS};
 use model::{harness, F};
 use stateright::Path;
 
@@ -31,10 +31,12 @@ fn show(model: &Anchors, path: &Path<State, Action>) {
     for r in 0..2 {
         let c = &s.correct[r];
         println!(
-            "  correct {r}: processed 1..={}, COMMITs 1..={}, CHECKPOINT reports {:?}, decided {:?}",
+            "  correct {r}: processed 1..={}, COMMITs 1..={}, CHECKPOINT reports {:?}, stable {}, \
+             decided {:?}",
             c.processed,
             c.committed,
             c.checkpoints,
+            c.stable,
             model.decided(s, r)
         );
     }
@@ -54,12 +56,55 @@ fn assert_hidden_behind_an_anchor(model: &Anchors, path: &Path<State, Action>) {
 }
 
 /// The rule being implemented holds: f+1 reports of the sender's first CHECKPOINT at x,
-/// CHECKPOINT slots increasing.
+/// CHECKPOINT slots increasing, with the span (COMMITs and shown PREPAREs within one interval
+/// of the stable checkpoint a replica holds, and VIEW-CHANGEs showing more refused).
 #[test]
 fn anchor_reports_hold() {
     check_all(
-        "anchor reports (f+1), 3 slots, 5 Byzantine messages",
+        "anchor reports (f+1) with the span, 3 slots, 5 Byzantine messages",
         Anchors::reported(5),
+    );
+}
+
+/// And without the span, as before it existed: the span only holds COMMITs back and refuses
+/// more VIEW-CHANGEs, so it is not what keeps the anchors safe.
+#[test]
+fn anchor_reports_hold_without_the_span() {
+    check_all(
+        "anchor reports (f+1), no span, 3 slots, 5 Byzantine messages",
+        Anchors::without_span(5),
+    );
+}
+
+/// With the span, a correct VIEW-CHANGE must show its own stable checkpoint: one that showed a
+/// lower one (as it could before the span) would leave out PREPAREs it COMMITted within the
+/// span of its own, and a slot decided there would be lost. Shortest counterexample: correct
+/// replica 0 takes checkpoint 1 (its CHECKPOINT and the Byzantine one's) as stable and COMMITs
+/// slot 2 within its span, but its VIEW-CHANGE shows checkpoint 0 and so slot 1 only; the
+/// Byzantine VIEW-CHANGE shows checkpoint 1 and nothing above it. Slot 2 is null, and correct
+/// replica 1, catching up in view 0, decides it.
+#[test]
+fn a_view_change_showing_a_lower_checkpoint_than_its_own_is_refuted_with_the_span() {
+    let model = Anchors {
+        shows_own_stable: false,
+        ..Anchors::reported(3)
+    };
+    let name = "span, correct VIEW-CHANGEs show any certified checkpoint";
+    let path = harness::shortest_counterexample(name, &model, NO_LOSS, 40);
+    show(&model, &path);
+    let states = path.clone().into_states();
+    let before = &states[states.len() - 2];
+    let actions = path.into_actions();
+    let Some(Action::NewView { view_changes }) = actions.last() else {
+        panic!("the last step is a NEW-VIEW");
+    };
+    let below_own = view_changes.iter().any(|vc| match *vc {
+        Sender::Correct { replica, low } => low < before.correct[replica].stable,
+        Sender::Byzantine { .. } => false,
+    });
+    assert!(
+        below_own,
+        "a correct VIEW-CHANGE showed less than its stable checkpoint"
     );
 }
 
