@@ -759,12 +759,7 @@ impl ReplicaCore {
             }
             self.delivering = false;
         }
-        if let Some(counters) = self.fetch(usig, self.primaries.missing(usig)) {
-            actions.push(Action::FetchPrepares {
-                from: sender,
-                counters,
-            });
-        }
+        actions.extend(self.fetch_proposals(sender));
         if self.refused_view != refused_before {
             actions.extend(self.request_view(View(self.view.0 + 1)));
         }
@@ -800,7 +795,12 @@ impl ReplicaCore {
     /// within it now that the stable checkpoint moved, if any.
     fn fetch_held_back(&mut self) -> Option<Action> {
         self.bound_primaries();
-        let from = self.primary();
+        self.fetch_proposals(self.primary())
+    }
+
+    /// The fetch of what candidate `from`'s sequence misses here, if one is due
+    /// ([`Self::fetch`]).
+    fn fetch_proposals(&mut self, from: NodeId) -> Option<Action> {
         let usig = self.cluster.usig_of(from)?;
         let counters = self.fetch(usig, self.primaries.missing(usig))?;
         Some(Action::FetchPrepares { from, counters })
@@ -2362,12 +2362,7 @@ impl ReplicaCore {
             .map(|c| NodeId(c.id))
             .collect();
         for from in candidates {
-            let Some(usig) = self.cluster.usig_of(from) else {
-                continue;
-            };
-            if let Some(counters) = self.fetch(usig, self.primaries.missing(usig)) {
-                actions.push(Action::FetchPrepares { from, counters });
-            }
+            actions.extend(self.fetch_proposals(from));
         }
         actions.extend(self.probe_primary(now));
         // Agreements on slots we processed: one that only peers' COMMITs opened waits for the
